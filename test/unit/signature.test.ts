@@ -1,0 +1,53 @@
+import { describe, expect, test } from "bun:test";
+import { Webhook } from "standardwebhooks";
+import { decodeSigningSecret, signWebhook } from "../../src/worker/signature.ts";
+
+const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+describe("signWebhook", () => {
+  test("matches the published Standard Webhooks vector", () => {
+    const key = decodeSigningSecret(SECRET);
+    expect(signWebhook(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}')).toBe(
+      "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+    );
+  });
+
+  test("the standardwebhooks library verifies our signature", () => {
+    const key = decodeSigningSecret(SECRET);
+    const id = "019300aa-0000-7000-8000-000000000001";
+    const ts = Math.floor(Date.now() / 1000);
+    const body = JSON.stringify({ invoice: 42, note: "héllo ✓" });
+    const headers = { "webhook-id": id, "webhook-timestamp": String(ts), "webhook-signature": signWebhook(key, id, ts, body) };
+    expect(new Webhook(SECRET).verify(body, headers)).toEqual({ invoice: 42, note: "héllo ✓" });
+  });
+
+  test("the library rejects a signature over a different body", () => {
+    const key = decodeSigningSecret(SECRET);
+    const ts = Math.floor(Date.now() / 1000);
+    const headers = { "webhook-id": "a", "webhook-timestamp": String(ts), "webhook-signature": signWebhook(key, "a", ts, '{"x":1}') };
+    expect(() => new Webhook(SECRET).verify('{"x":2}', headers)).toThrow();
+  });
+
+  test("id, timestamp and body all change the signature", () => {
+    const key = decodeSigningSecret(SECRET);
+    const base = signWebhook(key, "a", 1, "b");
+    expect(signWebhook(key, "a2", 1, "b")).not.toBe(base);
+    expect(signWebhook(key, "a", 2, "b")).not.toBe(base);
+    expect(signWebhook(key, "a", 1, "b2")).not.toBe(base);
+  });
+});
+
+describe("decodeSigningSecret", () => {
+  test("decodes the key bytes", () => {
+    expect(Buffer.from(decodeSigningSecret("whsec_AAECAw==")).toString("hex")).toBe("00010203");
+    expect(decodeSigningSecret(SECRET).length).toBe(24);
+  });
+
+  test("rejects malformed secrets with a clear message", () => {
+    expect(() => decodeSigningSecret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")).toThrow(/must start with "whsec_"/);
+    expect(() => decodeSigningSecret("whsec_")).toThrow(/no key/);
+    expect(() => decodeSigningSecret("whsec_not base64!")).toThrow(/not valid base64/);
+    expect(() => decodeSigningSecret("whsec_abcde")).toThrow(/not valid base64/);
+    expect(() => decodeSigningSecret("whsec_====")).toThrow(/not valid base64/);
+  });
+});
