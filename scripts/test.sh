@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+#
+# `npm test`: typecheck, then the bun test suite against throwaway PostgreSQL
+# and Redis (or DATABASE_URL / REDIS_URL). Arguments go to `bun test`, e.g.
+#
+#   npm test -- test/store      # only the store suites
+#
+# The last line of output is always "N passed, N failed", whatever happened
+# before it, because CI reads that line to report the result.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# shellcheck source=scripts/services.sh
+source scripts/services.sh
+
+# Cleanups run newest first, so registering this first makes it the very
+# last thing printed. If we die before the real summary (no bun, postgres
+# would not start), CI still gets a closing line that says "failed".
+summary_printed=""
+# shellcheck disable=SC2016 # expanded later, when the cleanup runs
+services_on_exit '[[ -n "$summary_printed" ]] || echo "0 passed, 1 failed"'
+
+if [[ ! -x node_modules/.bin/bun ]]; then
+  echo "test: node_modules/.bin/bun not found; run 'npm install' first" >&2
+  exit 1
+fi
+
+# `npm test` puts node_modules/.bin on PATH but running this script directly
+# does not; tests that spawn `bun` should get the pinned one either way.
+export PATH="$PWD/node_modules/.bin:$PATH"
+
+ensure_postgres
+ensure_redis
+
+failed=0
+passed=0
+
+# A type error is a failed suite, but keep going: the test results are still
+# worth seeing, and both problems get fixed in one round trip.
+echo "test: typecheck (tsc --noEmit)" >&2
+if ! node_modules/.bin/tsc --noEmit; then
+  echo "test: typecheck FAILED" >&2
+  typecheck_failed=1
+else
+  typecheck_failed=0
+fi
+
+log="$(mktemp "${TMPDIR:-/tmp}/scheduler-test.XXXXXX")"
+services_on_exit "rm -f $(printf '%q' "$log")"
+
+# bun prints results and the summary on stderr, so both streams go through
+# tee; PIPESTATUS gives bun's own code rather than tee's.
+set +e
+node_modules/.bin/bun test --timeout 60000 "$@" 2>&1 | tee "$log"
+bun_rc=${PIPESTATUS[0]}
+set -e
+
+# Colour codes (FORCE_COLOR) and CRs would break the anchored patterns. The
+# last match wins, in case a test itself printed something similar earlier.
+clean="$(sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g' -e 's/\r$//' "$log")"
+pass_count="$(grep -E '^[[:space:]]*[0-9]+ pass$' <<<"$clean" | tail -n 1 | tr -dc '0-9')" || true
+fail_count="$(grep -E '^[[:space:]]*[0-9]+ fail$' <<<"$clean" | tail -n 1 | tr -dc '0-9')" || true
+
+if [[ -z "$pass_count" || -z "$fail_count" ]]; then
+  # No summary: bun crashed, or found no test files. Either way, a failure.
+  echo "test: no summary from bun test (exit code $bun_rc)" >&2
+  passed=0
+  failed=1
+else
+  passed=$pass_count
+  failed=$fail_count
+  # bun failed without reporting a failed test (e.g. a crash after the
+  # summary): still a failure, and the closing line must agree with that.
+  if [[ $bun_rc -ne 0 && $failed -eq 0 ]]; then
+    echo "test: bun test exited with code $bun_rc but reported no failures" >&2
+    failed=1
+  fi
+fi
+failed=$((failed + typecheck_failed))
+
+# shellcheck disable=SC2034 # read by the exit cleanup registered above
+summary_printed=1
+echo "$passed passed, $failed failed"
+
+# Zero passing tests means the suite did not really run (wrong filter, empty
+# test dir): that must not look green.
+if [[ $failed -ne 0 || $passed -eq 0 ]]; then
+  exit 1
+fi
+exit 0
