@@ -1,0 +1,70 @@
+-- name: InsertJobs
+-- Inserts a batch of jobs given as a JSON array; a repeated idempotency key inserts nothing
+-- (the caller then reads the first job). Returns the rows inserted.
+INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, priority, idempotency_key, request_hash,
+                  schedule_id, nominal_time, target, max_attempts, backoff_base_ms,
+                  backoff_max_ms, timeout_ms, expires_at, window_ms, async)
+SELECT r.id, r.tenant, 'scheduled', r.due_at, r.due_at, r.priority, r.idempotency_key, r.request_hash,
+       r.schedule_id, r.nominal_time, r.target, r.max_attempts, r.backoff_base_ms,
+       r.backoff_max_ms, r.timeout_ms, r.expires_at, r.window_ms, r.async
+FROM jsonb_to_recordset($1::text::jsonb) AS r(
+  id uuid, tenant text, due_at timestamptz, priority int, idempotency_key text,
+  request_hash text, schedule_id text, nominal_time timestamptz, target jsonb,
+  max_attempts int, backoff_base_ms bigint, backoff_max_ms bigint, timeout_ms bigint,
+  expires_at timestamptz, window_ms bigint, async boolean)
+ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING *;
+
+-- name: GetJob
+SELECT * FROM jobs WHERE id = $1::uuid AND ($2::text IS NULL OR tenant = $2);
+
+-- name: GetJobsByKeys
+SELECT * FROM jobs WHERE tenant = $1 AND idempotency_key = ANY($2::text[]);
+
+-- name: ListJobs
+-- Keyset pagination on id (UUIDv7, so creation order). Bounded by $7.
+SELECT * FROM jobs
+WHERE ($1::text IS NULL OR tenant = $1)
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::text IS NULL OR schedule_id = $3)
+  AND ($4::timestamptz IS NULL OR due_at < $4)
+  AND ($5::timestamptz IS NULL OR due_at >= $5)
+  AND ($6::uuid IS NULL OR id > $6)
+ORDER BY id
+LIMIT $7;
+
+-- name: ListAttempts
+SELECT * FROM attempts WHERE job_id = $1::uuid ORDER BY number LIMIT 1000;
+
+-- name: CancelJob
+-- Scheduled or queued: cancelled at once. Running: flagged; its worker ends it cancelled.
+UPDATE jobs SET
+  status           = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
+  cancel_requested = cancel_requested OR status = 'running',
+  version          = version + 1,
+  lease_owner      = CASE WHEN status = 'running' THEN lease_owner END,
+  lease_until      = CASE WHEN status = 'running' THEN lease_until END,
+  finished_at      = CASE WHEN status = 'running' THEN NULL ELSE now() END,
+  updated_at       = now()
+WHERE id = $1::uuid AND ($2::text IS NULL OR tenant = $2)
+  AND status IN ('scheduled', 'queued', 'running')
+  AND ($3::int IS NULL OR version = $3)
+RETURNING *;
+
+-- name: RescheduleJob
+-- Back to scheduled at the new instant; the version bump makes any dispatch in flight stale.
+UPDATE jobs SET
+  due_at = $3, scheduled_for = $3, status = 'scheduled', version = version + 1,
+  lease_owner = NULL, lease_until = NULL, epoch = NULL, updated_at = now()
+WHERE id = $1::uuid AND ($2::text IS NULL OR tenant = $2)
+  AND status IN ('scheduled', 'queued')
+  AND ($4::int IS NULL OR version = $4)
+RETURNING *;
+
+-- name: NotifyDue
+-- Wakes dispatchers; the payload is the earliest due instant in epoch ms.
+SELECT pg_notify('scheduler_due', $1::text);
+
+-- name: InsertAudit
+INSERT INTO audit_log (actor, tenant, action, object_id, reason, details)
+VALUES ($1, $2, $3, $4, $5, $6::text::jsonb);

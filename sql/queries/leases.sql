@@ -1,0 +1,27 @@
+-- name: AcquireLease
+-- Takes a free or expired lease (expired for longer than the clock-skew margin) and bumps
+-- the epoch: the new holder's fencing token is higher than every earlier one.
+INSERT INTO leases (name, owner, epoch, lease_until)
+VALUES ($1, $2, 1, now() + make_interval(secs => $3::float8 / 1000))
+ON CONFLICT (name) DO UPDATE SET
+  owner = excluded.owner, epoch = leases.epoch + 1, lease_until = excluded.lease_until
+WHERE leases.owner IS NULL
+   OR leases.lease_until < now() - make_interval(secs => $4::float8 / 1000)
+RETURNING epoch, lease_until;
+
+-- name: RenewLease
+-- Only the owner with the same epoch renews: any takeover bumped the epoch.
+UPDATE leases SET lease_until = now() + make_interval(secs => $4::float8 / 1000)
+WHERE name = $1 AND owner = $2 AND epoch = $3
+RETURNING lease_until;
+
+-- name: ReleaseLease
+UPDATE leases SET owner = NULL, lease_until = '-infinity'
+WHERE name = $1 AND owner = $2 AND epoch = $3
+RETURNING name;
+
+-- name: GetLease
+SELECT name, owner, epoch, lease_until FROM leases WHERE name = $1;
+
+-- name: NotifyLeaseReleased
+SELECT pg_notify('scheduler_lease', $1::text);

@@ -1,0 +1,90 @@
+-- name: ClaimQueued
+-- Takes queued jobs, highest priority first, under a lease: owner + a new generation.
+WITH c AS (
+  SELECT id FROM jobs
+  WHERE status = 'queued' AND due_at <= now()
+  ORDER BY priority DESC, due_at
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j SET status = 'running', lease_owner = $1,
+  lease_generation = j.lease_generation + 1,
+  lease_until = now() + make_interval(secs => $3::float8 / 1000), updated_at = now()
+FROM c WHERE j.id = c.id
+RETURNING j.*;
+
+-- name: StartAttempts
+-- The check right before calling: still ours (owner + generation), same version (no cancel
+-- or reschedule since the claim), not flagged cancelled, due. Only jobs that pass get an
+-- attempt row and are called.
+WITH ok AS (
+  UPDATE jobs j SET calls = j.calls + 1, updated_at = now()
+  FROM unnest($2::uuid[], $3::int[], $4::int[]) AS x(id, gen, ver)
+  WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1
+    AND j.lease_generation = x.gen AND j.version = x.ver
+    AND NOT j.cancel_requested AND j.due_at <= now()
+  RETURNING j.id, j.calls, j.lease_generation, j.epoch
+), ins AS (
+  INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at)
+  SELECT gen_random_uuid(), ok.id, ok.calls, ok.lease_generation, ok.epoch, $1, now() FROM ok
+  RETURNING id, job_id, number
+)
+SELECT id AS attempt_id, job_id, number FROM ins;
+
+-- name: RenewLeases
+UPDATE jobs j SET lease_until = now() + make_interval(secs => $4::float8 / 1000)
+FROM unnest($2::uuid[], $3::int[]) AS x(id, gen)
+WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
+RETURNING j.id, j.cancel_requested;
+
+-- name: CompleteAttempts
+-- Applies a batch of outcomes. The job row changes only under the same owner + generation:
+-- a late completion after a reclaim changes nothing. The attempt row always records what
+-- really happened on that call.
+WITH r AS (
+  SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS r(
+    job_id uuid, gen int, attempt_id uuid, outcome text, http_status int, error text,
+    possibly_delivered boolean, started_at timestamptz, finished_at timestamptz,
+    next_status text, next_due_at timestamptz, counts_try boolean,
+    throttle_until timestamptz, dead_reason text)
+), j AS (
+  UPDATE jobs j SET
+    status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE r.next_status END,
+    due_at = coalesce(r.next_due_at, j.due_at),
+    tries = j.tries + CASE WHEN r.counts_try THEN 1 ELSE 0 END,
+    throttle_until = coalesce(j.throttle_until, r.throttle_until),
+    lease_owner = NULL, lease_until = NULL,
+    last_error = r.error,
+    dead_reason = CASE WHEN r.next_status = 'dead' THEN r.dead_reason ELSE j.dead_reason END,
+    finished_at = CASE WHEN j.cancel_requested OR r.next_status <> 'scheduled' THEN now() END,
+    updated_at = now()
+  FROM r
+  WHERE j.id = r.job_id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = r.gen
+  RETURNING j.id, j.status
+), a AS (
+  UPDATE attempts a SET started_at = r.started_at, finished_at = r.finished_at,
+    outcome = r.outcome, http_status = r.http_status, error = r.error,
+    possibly_delivered = r.possibly_delivered
+  FROM r WHERE a.id = r.attempt_id AND (a.outcome IS NULL OR a.outcome = 'lost')
+  RETURNING a.id
+)
+SELECT j.id, j.status FROM j;
+
+-- name: ReleaseJobs
+-- Graceful stop or a discarded dispatch: give claimed-but-not-called jobs back at once.
+UPDATE jobs j SET
+  status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'scheduled' END,
+  finished_at = CASE WHEN j.cancel_requested THEN now() END,
+  lease_owner = NULL, lease_until = NULL, updated_at = now()
+FROM unnest($2::uuid[], $3::int[]) AS x(id, gen)
+WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
+RETURNING j.id, j.status;
+
+-- name: DeferJobs
+-- Claimed but not called (the host is throttled): back to scheduled at a later instant,
+-- without a call and without using up an attempt.
+UPDATE jobs j SET status = 'scheduled', due_at = x.due_at,
+  lease_owner = NULL, lease_until = NULL, updated_at = now()
+FROM unnest($2::uuid[], $3::int[], $4::timestamptz[]) AS x(id, gen, due_at)
+WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
+RETURNING j.id;

@@ -1,0 +1,63 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { Config } from "../config.ts";
+import type { Db } from "../store/db.ts";
+import { isMigrated } from "../store/migrate.ts";
+import type { Logger } from "../obs/log.ts";
+import type { Metrics } from "../obs/metrics.ts";
+import { authenticate, type AppEnv } from "./auth.ts";
+import { ApiError, errorResponse } from "./errors.ts";
+import { jobsRoutes } from "./jobs-routes.ts";
+
+export interface AppDeps {
+  db: Db;
+  config: Config;
+  metrics: Metrics;
+  log: Logger;
+  /** Whether to mount /v1 (api mode) or only health and metrics (dispatcher, worker). */
+  serveApi: boolean;
+}
+
+const WRITE = new Set(["POST", "PATCH", "PUT", "DELETE"]);
+
+export function createApp(deps: AppDeps) {
+  const { db, config, metrics, log } = deps;
+  const app = new Hono<AppEnv>();
+
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return errorResponse(c, err);
+    log.error({ err, path: c.req.path }, "request failed");
+    return errorResponse(c, new ApiError(500, "internal", "internal error; the server log has the details"));
+  });
+  app.notFound((c) => errorResponse(c, new ApiError(404, "not_found", `no route for ${c.req.method} ${c.req.path}`)));
+
+  app.get("/healthz", (c) => c.json({ ok: true }));
+  app.get("/readyz", async (c) => {
+    const migrated = await isMigrated(db);
+    return c.json({ ok: migrated, database: migrated ? "ready" : "unreachable or not migrated" }, migrated ? 200 : 503);
+  });
+  app.get("/metrics", async (c) => {
+    c.header("content-type", metrics.registry.contentType);
+    return c.body(await metrics.registry.metrics());
+  });
+
+  if (deps.serveApi) {
+    app.use(
+      "/v1/*",
+      bodyLimit({
+        maxSize: config.maxBodyBytes,
+        onError: (c) => errorResponse(c, new ApiError(413, "payload_too_large", `request bodies may be at most ${config.maxBodyBytes} bytes (SCHEDULER_MAX_BODY_BYTES)`)),
+      }),
+    );
+    app.use("/v1/*", authenticate(config.tokens));
+    // Only the home region writes; Fly's proxy replays the request there.
+    app.use("/v1/*", async (c, next) => {
+      if (WRITE.has(c.req.method) && config.region !== config.homeRegion) {
+        throw new ApiError(409, "not_home_region", `writes go to the home region ${config.homeRegion}`, undefined, { "fly-replay": `region=${config.homeRegion}` });
+      }
+      return next();
+    });
+    app.route("/v1", jobsRoutes({ db, config }));
+  }
+  return app;
+}

@@ -1,0 +1,108 @@
+import * as v from "valibot";
+import { createHash } from "node:crypto";
+import { parseDuration } from "../time/duration.ts";
+import { checkTargetUrlSyntax } from "../worker/target-guard.ts";
+import type { Target } from "../store/types.ts";
+import { badRequest } from "./errors.ts";
+
+const INSTANT = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})$/;
+const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] as const;
+// Headers the scheduler sets itself, or that fetch computes; a job may not override them.
+const RESERVED_HEADER = /^(host|content-length|transfer-encoding|connection|upgrade|te|trailer|keep-alive|webhook-id|webhook-timestamp|webhook-signature|idempotency-key|scheduler-.*)$/i;
+const MAX_DURATION_MS = 366 * 86_400_000;
+
+const durationField = (max: number) =>
+  v.pipe(
+    v.union([v.string(), v.number()], 'must be a duration like "30s" or whole milliseconds'),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      try {
+        const ms = parseDuration(dataset.value);
+        if (ms > max) {
+          addIssue({ message: `must be at most ${max} ms` });
+          return NEVER;
+        }
+        return ms;
+      } catch (err) {
+        addIssue({ message: (err as Error).message });
+        return NEVER;
+      }
+    }),
+  );
+
+export const instantField = v.pipe(
+  v.string("must be an RFC 3339 instant like 2026-12-01T09:00:00Z"),
+  v.regex(INSTANT, "must be an RFC 3339 instant with an offset or Z, like 2026-12-01T09:00:00Z"),
+  v.transform((s) => new Date(s)),
+  v.check((d) => !Number.isNaN(d.getTime()), "is not a real date"),
+);
+
+const TargetSchema = v.strictObject({
+  url: v.pipe(
+    v.string("must be a URL string"),
+    v.maxLength(2048, "must be at most 2048 characters"),
+    v.check((u) => checkTargetUrlSyntax(u) === null, (i) => checkTargetUrlSyntax(String(i.input)) ?? "invalid URL"),
+  ),
+  method: v.optional(v.pipe(v.string(), v.transform((m) => m.toUpperCase()), v.picklist(METHODS, `must be one of ${METHODS.join(", ")}`)), "POST"),
+  headers: v.optional(
+    v.pipe(
+      v.record(
+        v.pipe(v.string(), v.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"), v.check((k) => !RESERVED_HEADER.test(k), "is set by the scheduler and cannot be overridden")),
+        v.pipe(v.string("header values must be strings"), v.check((s) => !/[\r\n\0]/.test(s), "must not contain line breaks")),
+      ),
+      v.check((h) => Object.keys(h).length <= 100, "must have at most 100 headers"),
+    ),
+    {},
+  ),
+  body: v.optional(v.unknown()),
+  body_text: v.optional(v.string("must be a string")),
+});
+
+const RetrySchema = v.strictObject({
+  max_attempts: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(1, "must be at least 1"), v.maxValue(1000, "must be at most 1000"))),
+  base: v.optional(durationField(86_400_000)),
+  max: v.optional(durationField(7 * 86_400_000)),
+});
+
+export const JobInputSchema = v.strictObject({
+  target: TargetSchema,
+  run_at: v.optional(instantField),
+  delay: v.optional(durationField(MAX_DURATION_MS * 10)),
+  idempotency_key: v.optional(v.pipe(v.string("must be a string"), v.minLength(1, "must not be empty"), v.maxLength(255, "must be at most 255 characters"))),
+  priority: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(-1000, "must be at least -1000"), v.maxValue(1000, "must be at most 1000")), 0),
+  retry: v.optional(RetrySchema, {}),
+  timeout: v.optional(durationField(3_600_000)),
+  expires_at: v.optional(instantField),
+  window: v.optional(durationField(86_400_000), 0),
+  async: v.optional(v.boolean("must be true or false"), false),
+  tenant: v.optional(v.pipe(v.string("must be a string"), v.regex(/^[A-Za-z0-9_.-]{1,64}$/, "must be 1 to 64 letters, digits, _ . or -"))),
+});
+
+export type JobInput = v.InferOutput<typeof JobInputSchema>;
+
+/** valibot issues → our 400 with the field path, like "target.url". */
+export function parseOrThrow<S extends v.GenericSchema>(schema: S, data: unknown, prefix = ""): v.InferOutput<S> {
+  const r = v.safeParse(schema, data);
+  if (r.success) return r.output;
+  const issue = r.issues[0];
+  const path = [prefix, ...(issue.path ?? []).map((p) => String(p.key))].filter(Boolean).join(".");
+  const message = issue.kind === "schema" && issue.type === "strict_object" && issue.path
+    ? `unknown field ${path}`
+    : `${path || "body"} ${issue.message.replace(/^Invalid (type|key): /, "")}`;
+  throw badRequest(message, path || undefined);
+}
+
+export function toTarget(t: JobInput["target"]): Target {
+  if (t.body !== undefined && t.body_text !== undefined) throw badRequest("target: give body or body_text, not both", "target.body_text");
+  if (t.body_text !== undefined) return { url: t.url, method: t.method, headers: t.headers, body: t.body_text, json: false };
+  if (t.body !== undefined) return { url: t.url, method: t.method, headers: t.headers, body: JSON.stringify(t.body), json: true };
+  return { url: t.url, method: t.method, headers: t.headers, body: null, json: false };
+}
+
+/** Canonical JSON (sorted keys) of the request as sent, for comparing repeats of one key. */
+export function requestHash(raw: unknown): string {
+  const canon = (x: unknown): unknown =>
+    Array.isArray(x) ? x.map(canon) : x && typeof x === "object"
+      ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, canon((x as Record<string, unknown>)[k])]))
+      : x;
+  return createHash("sha256").update(JSON.stringify(canon(raw))).digest("hex");
+}

@@ -1,0 +1,55 @@
+import type { AttemptRow, JobRow } from "../store/types.ts";
+import { formatDuration } from "../time/duration.ts";
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+/** The job object of API.md, snake_case. */
+export function jobView(j: JobRow, attempts?: AttemptRow[]) {
+  const target: Record<string, unknown> = { url: j.target.url, method: j.target.method, headers: j.target.headers };
+  if (j.target.body !== null) {
+    if (j.target.json) target.body = JSON.parse(j.target.body);
+    else target.body_text = j.target.body;
+  }
+  return {
+    id: j.id,
+    tenant: j.tenant,
+    status: j.status,
+    due_at: iso(j.due_at),
+    scheduled_for: iso(j.scheduled_for),
+    version: j.version,
+    attempts: j.calls,
+    idempotency_key: j.idempotency_key,
+    schedule_id: j.schedule_id,
+    nominal_time: iso(j.nominal_time),
+    target,
+    priority: j.priority,
+    retry: { max_attempts: j.max_attempts, base: formatDuration(Number(j.backoff_base_ms)), max: formatDuration(Number(j.backoff_max_ms)) },
+    timeout: formatDuration(Number(j.timeout_ms)),
+    expires_at: iso(j.expires_at),
+    window: formatDuration(Number(j.window_ms)),
+    async: j.async,
+    cancel_requested: j.cancel_requested,
+    epoch: j.epoch === null ? null : Number(j.epoch),
+    dead_reason: j.dead_reason,
+    created_at: iso(j.created_at),
+    updated_at: iso(j.updated_at),
+    finished_at: iso(j.finished_at),
+    last_error: j.last_error,
+    ...(attempts ? { attempt_log: attempts.map(attemptView) } : {}),
+  };
+}
+
+export function attemptView(a: AttemptRow) {
+  return {
+    attempt_id: a.id,
+    number: a.number,
+    started_at: iso(a.started_at),
+    finished_at: iso(a.finished_at),
+    outcome: a.outcome ?? "in_flight",
+    http_status: a.http_status,
+    error: a.error,
+    possibly_delivered: a.possibly_delivered,
+    epoch: a.epoch === null ? null : Number(a.epoch),
+    worker: a.worker,
+  };
+}

@@ -1,0 +1,200 @@
+import { Hono, type Context } from "hono";
+import * as v from "valibot";
+import type { Config } from "../config.ts";
+import type { Db } from "../store/db.ts";
+import { cancelJob, getJob, insertJobs, listAttempts, listJobs, rescheduleJob, type NewJob } from "../store/jobs.ts";
+import { JOB_STATUSES, TERMINAL } from "../store/types.ts";
+import { assertTargetAllowed, TargetRefusedError } from "../worker/target-guard.ts";
+import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
+import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
+import { instantField, JobInputSchema, parseOrThrow, requestHash, toTarget } from "./job-input.ts";
+import { jobView } from "./job-view.ts";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_BATCH = 1000;
+
+export interface JobsRoutesDeps {
+  db: Db;
+  config: Pick<Config, "allowPrivateTargets" | "jobDefaults">;
+}
+
+async function readJson(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim() === "") return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw badRequest("the request body is not valid JSON");
+  }
+}
+
+const int = (field: string, raw: string | undefined, min: number, max: number, dflt: number) => {
+  if (raw === undefined) return dflt;
+  const n = Number(raw);
+  if (!/^-?\d+$/.test(raw) || n < min || n > max) throw badRequest(`${field} must be a whole number from ${min} to ${max}`, field);
+  return n;
+};
+
+export function jobsRoutes(deps: JobsRoutesDeps) {
+  const { db, config } = deps;
+  const app = new Hono<AppEnv>();
+  const principal = (c: Context<AppEnv>): Principal => c.get("principal");
+
+  /** Validates one item and turns it into a row to insert; throws ApiError with the path. */
+  const prepare = async (raw: unknown, p: Principal, prefix = "", dns = new Map<string, Promise<string | null>>()): Promise<NewJob> => {
+    if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw badRequest(`${prefix || "body"} must be a JSON object`, prefix || undefined);
+    const input = parseOrThrow(JobInputSchema, raw, prefix);
+    const at = (f: string) => (prefix ? `${prefix}.${f}` : f);
+    if (input.run_at && input.delay !== undefined) throw badRequest("give run_at or delay, not both", at("delay"));
+    if (input.async) throw new ApiError(400, "unsupported", "async jobs (completed by callback) are not available in this version; omit async", at("async"));
+    const target = toTarget(input.target);
+    if (!config.allowPrivateTargets) await checkTarget(target.url, at("target.url"), dns);
+    const now = Date.now();
+    const base = input.run_at ? input.run_at.getTime() : now + (input.delay ?? 0);
+    // The window spreads a burst over later instants, never earlier ones.
+    const due = base + Math.floor(Math.random() * (input.window + 1));
+    if (input.expires_at && input.expires_at.getTime() <= base) throw badRequest("expires_at must be after the due time", at("expires_at"));
+    const backoffBase = input.retry.base ?? config.jobDefaults.backoffBaseMs;
+    const backoffMax = input.retry.max ?? config.jobDefaults.backoffMaxMs;
+    if (backoffMax < backoffBase) throw badRequest("retry.max must not be below retry.base", at("retry.max"));
+    return {
+      id: Bun.randomUUIDv7(),
+      tenant: tenantForCreate(p, input.tenant),
+      due_at: new Date(due),
+      priority: input.priority,
+      idempotency_key: input.idempotency_key ?? null,
+      request_hash: input.idempotency_key ? requestHash(raw) : null,
+      schedule_id: null,
+      nominal_time: null,
+      target,
+      max_attempts: input.retry.max_attempts ?? config.jobDefaults.maxAttempts,
+      backoff_base_ms: backoffBase,
+      backoff_max_ms: backoffMax,
+      timeout_ms: input.timeout ?? config.jobDefaults.timeoutMs,
+      expires_at: input.expires_at ?? null,
+      window_ms: input.window,
+      async: input.async,
+    };
+  };
+
+  const checkTarget = async (url: string, path: string, dns: Map<string, Promise<string | null>>) => {
+    const host = new URL(url).host;
+    let verdict = dns.get(host);
+    if (!verdict) {
+      verdict = assertTargetAllowed(url, { allowPrivate: false }).then(
+        () => null,
+        // A name that does not resolve yet is not refused: it may resolve by its due time,
+        // and delivery checks again.
+        (err) => (err instanceof TargetRefusedError ? err.message : null),
+      );
+      dns.set(host, verdict);
+    }
+    const refused = await verdict;
+    if (refused) throw new ApiError(400, "target_refused", refused, path);
+  };
+
+  app.post("/jobs", async (c) => {
+    const p = principal(c);
+    requireScope(p, "jobs:write");
+    const raw = await readJson(c);
+    const job = await prepare(raw, p);
+    const [r] = await insertJobs(db, [job]);
+    if (r.kind === "conflict") throw conflict("idempotency_conflict", `idempotency_key ${job.idempotency_key} was used with a different request (job ${r.job.id})`);
+    return c.json(jobView(r.job), r.kind === "created" ? 201 : 200);
+  });
+
+  app.post("/jobs/batch", async (c) => {
+    const p = principal(c);
+    requireScope(p, "jobs:write");
+    const raw = await readJson(c);
+    const list = (raw as { jobs?: unknown })?.jobs;
+    if (!Array.isArray(list)) throw badRequest("jobs must be an array of job objects", "jobs");
+    if (list.length > MAX_BATCH) throw badRequest(`jobs may hold at most ${MAX_BATCH} items`, "jobs");
+    const dns = new Map<string, Promise<string | null>>();
+    const prepared = await Promise.all(
+      list.map((item, i) => prepare(item, p, `jobs.${i}`, dns).then((job) => ({ job }), (err: unknown) => {
+        if (err instanceof ApiError) return { error: err };
+        throw err;
+      })),
+    );
+    const valid = prepared.flatMap((x) => ("job" in x ? [x.job] : []));
+    const results = new Map((await insertJobs(db, valid)).map((r, i) => [valid[i].id, r]));
+    return c.json({
+      jobs: prepared.map((x) => {
+        if ("error" in x) return x.error.body();
+        const r = results.get(x.job.id)!;
+        if (r.kind === "conflict") return conflict("idempotency_conflict", `idempotency_key ${x.job.idempotency_key} was used with a different request (job ${r.job.id})`).body();
+        return jobView(r.job);
+      }),
+    }, 200);
+  });
+
+  app.get("/jobs/:id", async (c) => {
+    const p = principal(c);
+    requireScope(p, "jobs:read");
+    const id = c.req.param("id");
+    if (!UUID.test(id)) throw notFound(`job ${id}`);
+    const job = await getJob(db, id, tenantFilter(p));
+    if (!job) throw notFound(`job ${id}`);
+    return c.json(jobView(job, await listAttempts(db, id)));
+  });
+
+  app.get("/jobs", async (c) => {
+    const p = principal(c);
+    requireScope(p, "jobs:read");
+    const q = c.req.query();
+    const status = q.status || null;
+    if (status && !JOB_STATUSES.includes(status as never)) throw badRequest(`status must be one of ${JOB_STATUSES.join(", ")}`, "status");
+    const instant = (f: string) => (q[f] ? parseOrThrow(instantField, q[f], f) : null);
+    let afterId: string | null = null;
+    if (q.cursor) {
+      afterId = Buffer.from(q.cursor, "base64url").toString();
+      if (!UUID.test(afterId)) throw badRequest("cursor is not one this API gave out", "cursor");
+    }
+    const limit = int("limit", q.limit, 1, 1000, 100);
+    let tenant = tenantFilter(p);
+    if (tenant === null && q.tenant) tenant = q.tenant;
+    const rows = await listJobs(db, { tenant, status, scheduleId: q.schedule_id || null, dueBefore: instant("due_before"), dueAfter: instant("due_after"), afterId, limit: limit + 1 });
+    const page = rows.slice(0, limit);
+    return c.json({
+      items: page.map((j) => jobView(j)),
+      next_cursor: rows.length > limit ? Buffer.from(page[page.length - 1].id).toString("base64url") : null,
+    });
+  });
+
+  app.post("/jobs/:id/cancel", async (c) => {
+    const p = principal(c);
+    requireScope(p, "jobs:write");
+    const id = c.req.param("id");
+    const body = parseOrThrow(v.strictObject({ if_version: v.optional(v.pipe(v.number(), v.integer())) }), await readJson(c));
+    if (!UUID.test(id)) throw notFound(`job ${id}`);
+    const job = await cancelJob(db, id, tenantFilter(p), body.if_version ?? null);
+    if (job) return c.json(jobView(job), job.status === "running" ? 202 : 200);
+    const current = await getJob(db, id, tenantFilter(p));
+    if (!current) throw notFound(`job ${id}`);
+    if (TERMINAL.has(current.status)) throw conflict("job_finished", `job ${id} is already ${current.status}`);
+    throw conflict("version_mismatch", `job ${id} is at version ${current.version}, not ${body.if_version}`);
+  });
+
+  app.patch("/jobs/:id", async (c) => {
+    const p = principal(c);
+    requireScope(p, "jobs:write");
+    const id = c.req.param("id");
+    const body = parseOrThrow(
+      v.strictObject({ run_at: v.optional(instantField), delay: v.optional(JobInputSchema.entries.delay.wrapped), if_version: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"))) }),
+      await readJson(c),
+    );
+    if (body.run_at && body.delay !== undefined) throw badRequest("give run_at or delay, not both", "delay");
+    if (!body.run_at && body.delay === undefined) throw badRequest("give run_at or delay", "run_at");
+    if (!UUID.test(id)) throw notFound(`job ${id}`);
+    const due = body.run_at ?? new Date(Date.now() + body.delay!);
+    const job = await rescheduleJob(db, id, tenantFilter(p), due, body.if_version ?? null);
+    if (job) return c.json(jobView(job));
+    const current = await getJob(db, id, tenantFilter(p));
+    if (!current) throw notFound(`job ${id}`);
+    if (current.status !== "scheduled" && current.status !== "queued") throw conflict("not_reschedulable", `job ${id} is ${current.status}; only scheduled or queued jobs can be rescheduled`);
+    throw conflict("version_mismatch", `job ${id} is at version ${current.version}, not ${body.if_version}`);
+  });
+
+  return app;
+}

@@ -1,0 +1,111 @@
+import type { Db } from "../store/db.ts";
+import { claimDue, expireDue, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
+import type { LeaseHold } from "../store/leases.ts";
+import type { Logger } from "../obs/log.ts";
+import type { Metrics } from "../obs/metrics.ts";
+import { fencingToken } from "../region/fencing.ts";
+import { PeriodicLoop } from "../time/periodic-loop.ts";
+import { LeaderElector } from "./leader-elector.ts";
+import { LeaseReaper } from "./lease-reaper.ts";
+
+export interface DispatcherOptions {
+  db: Db;
+  owner: string;
+  batch: number;
+  leaderTtlMs: number;
+  leaseTtlMs: number;
+  skewMs: number;
+  pollIntervalMs: number;
+  log: Logger;
+  metrics: Metrics;
+  /** Called after jobs were queued: a worker in this process can look at once. */
+  onQueued?: (n: number) => void;
+}
+
+export const DISPATCH_LEASE = "dispatch";
+
+/**
+ * Finds due jobs and queues them for workers, while it holds the dispatch lease. Wakes on
+ * NOTIFY (a job inserted or rescheduled: payload = its due instant), on a timer set to the
+ * earliest known due time, and at least every poll interval.
+ */
+export class Dispatcher extends PeriodicLoop<number> {
+  readonly elector: LeaderElector;
+  readonly reaper: LeaseReaper;
+  private unlisten: (() => Promise<void>) | undefined;
+  private sleepMs = 0;
+
+  constructor(private readonly o: DispatcherOptions) {
+    super("dispatcher", o.log);
+    this.elector = new LeaderElector({
+      db: o.db, name: DISPATCH_LEASE, owner: o.owner, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, log: o.log,
+      onChange: (hold) => this.onLeadership(hold),
+    });
+    this.reaper = new LeaseReaper({
+      db: o.db, batch: o.batch, intervalMs: Math.min(5000, Math.max(250, o.leaseTtlMs / 4)), skewMs: o.skewMs,
+      log: o.log, metrics: o.metrics, isLeader: () => this.elector.current !== undefined,
+      onReaped: () => this.poke(),
+    });
+  }
+
+  async begin(): Promise<void> {
+    this.unlisten = await this.o.db.listen(
+      "scheduler_due",
+      (payload) => {
+        const at = Number(payload);
+        if (Number.isFinite(at)) this.sleeper.wakeAt(at);
+        else this.poke();
+      },
+      () => this.poke(), // (re)subscribed: anything sent meanwhile is gone, so look now
+    );
+    await this.elector.begin();
+    this.reaper.start();
+    this.start();
+  }
+
+  async end(): Promise<void> {
+    await this.stop();
+    await this.reaper.stop();
+    await this.elector.stop();
+    await this.unlisten?.();
+  }
+
+  async runOnce(): Promise<number> {
+    const hold = this.elector.current;
+    if (!hold) {
+      this.sleepMs = this.o.pollIntervalMs;
+      return 0;
+    }
+    const token = fencingToken(0, hold.epoch);
+    // Queued jobs wait for a worker under a lease too; if no worker takes them in this
+    // long, the reaper hands them back.
+    const claimed = await claimDue(this.o.db, { hold, limit: this.o.batch, token, queuedTtlMs: this.o.leaseTtlMs * 10 });
+    if (claimed.length > 0) {
+      await notifyQueued(this.o.db, claimed.length);
+      for (const c of claimed) this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at.getTime() - c.due_at.getTime()) / 1000));
+      this.o.onQueued?.(claimed.length);
+      this.o.log.debug({ count: claimed.length, epoch: hold.epoch }, "dispatched due jobs");
+    }
+    const expired = await expireDue(this.o.db, this.o.batch);
+    for (const e of expired) this.o.log.info({ job_id: e.id }, "job expired before it could start");
+    if (claimed.length === this.o.batch) {
+      this.sleepMs = 0;
+      return claimed.length;
+    }
+    const next = await nextDueAt(this.o.db);
+    const untilNext = next ? next.getTime() - Date.now() : Infinity;
+    // A due job that the claim did not see means our clock runs ahead of the database's:
+    // wait a little rather than spin.
+    this.sleepMs = untilNext <= 0 ? 5 : Math.min(this.o.pollIntervalMs, untilNext);
+    return claimed.length;
+  }
+
+  protected nextDelayMs(): number {
+    return this.sleepMs;
+  }
+
+  private onLeadership(hold: LeaseHold | undefined): void {
+    this.o.metrics.authorityEpoch.set(hold ? fencingToken(0, hold.epoch) : 0);
+    if (hold) this.poke();
+  }
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env bun
+import { parseArgs } from "node:util";
+import pkg from "../package.json" with { type: "json" };
+import { ConfigError, loadConfig } from "./config.ts";
+import { createLogger } from "./obs/log.ts";
+import { startRuntime } from "./runtime.ts";
+import { DataDirLockedError } from "./store/dir-lock.ts";
+import { migrate } from "./store/migrate.ts";
+import { openDb } from "./store/open.ts";
+
+const HELP = `scheduler ${pkg.version} — durable scheduler for HTTP webhook jobs
+
+Usage:
+  scheduler [--mode=all|api|dispatcher|worker] [--port=N] [--region=R]
+  scheduler migrate          apply the SQL migrations, then exit
+  scheduler --help | --version
+
+Examples:
+  scheduler                                   # everything in one process, embedded database in ./data
+  DATABASE_URL=postgres://localhost/sched scheduler --mode=api --port=8080
+  DATABASE_URL=postgres://localhost/sched scheduler --mode=worker
+  DATABASE_URL=postgres://localhost/sched scheduler migrate
+
+  curl -X POST localhost:8080/v1/jobs -H 'content-type: application/json' \\
+    -d '{"target":{"url":"https://example.com/hook","body":{"hello":"world"}},"delay":"30s"}'
+
+Environment (all optional):
+  DATABASE_URL                 PostgreSQL; unset: embedded PGlite in SCHEDULER_DATA_DIR (./data)
+  PORT, HOST                   HTTP listener (8080, 0.0.0.0)
+  SCHEDULER_TOKENS             token:tenant:scope,scope;… (unset: loopback clients only)
+  SCHEDULER_SIGNING_SECRET     whsec_… — signs every call (Standard Webhooks)
+  WORKER_CONCURRENCY           calls in flight per worker process (100)
+  SCHEDULER_ALLOW_PRIVATE_TARGETS=1   allow loopback/private targets
+  REGION, HOME_REGION, LOG_LEVEL
+  More in the README.
+`;
+
+function fail(message: string): never {
+  process.stderr.write(`scheduler: ${message}\n`);
+  process.exit(2);
+}
+
+async function main(argv: string[]): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        mode: { type: "string" },
+        port: { type: "string" },
+        region: { type: "string" },
+        help: { type: "boolean", short: "h" },
+        version: { type: "boolean", short: "v" },
+      },
+    });
+  } catch (err) {
+    fail(`${(err as Error).message}; see scheduler --help`);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(HELP);
+    return;
+  }
+  if (values.version) {
+    process.stdout.write(`${pkg.version}\n`);
+    return;
+  }
+  let config;
+  try {
+    config = loadConfig(process.env, { mode: values.mode, port: values.port, region: values.region });
+  } catch (err) {
+    if (err instanceof ConfigError) fail(err.message);
+    throw err;
+  }
+  const command = positionals.join(" ");
+  if (command === "migrate") {
+    const db = await openDb(config, "scheduler-migrate");
+    try {
+      const { applied } = await migrate(db);
+      process.stdout.write(applied.length ? `applied: ${applied.join(", ")}\n` : "database is up to date\n");
+    } finally {
+      await db.close();
+    }
+    return;
+  }
+  if (command !== "") fail(`unknown command ${JSON.stringify(command)}; see scheduler --help`);
+
+  const log = createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
+  const rt = await startRuntime(config, { log });
+  let signals = 0;
+  const onSignal = (sig: string) => {
+    signals++;
+    if (signals > 1) {
+      log.warn({ signal: sig }, "second signal: exiting now; leases will lapse and other workers take over");
+      process.exit(1);
+    }
+    log.info({ signal: sig }, "graceful stop: no new work, finishing calls in flight");
+    rt.stop().then(() => process.exit(0), (err) => {
+      log.error({ err }, "stop failed");
+      process.exit(1);
+    });
+  };
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
+}
+
+main(process.argv.slice(2)).catch((err) => {
+  if (err instanceof DataDirLockedError) fail(err.message);
+  const code = (err as { code?: string })?.code;
+  if (code === "ECONNREFUSED") fail(`cannot reach the database at DATABASE_URL (connection refused); is PostgreSQL running?`);
+  fail(`${(err as Error)?.message ?? String(err)}`);
+});

@@ -1,0 +1,44 @@
+import client from "prom-client";
+import type { Db } from "../store/db.ts";
+import { sql } from "../store/sql.ts";
+import { JOB_STATUSES } from "../store/types.ts";
+import type { Metrics } from "./metrics.ts";
+
+/**
+ * Gauges read from the database when scraped, cached briefly so that frequent scrapes do not
+ * become a load of their own. They may lag by the cache age: nothing decides on them.
+ */
+export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): void {
+  let cachedAt = 0;
+  let pending: Promise<Snapshot> | undefined;
+  let last: Snapshot | undefined;
+  interface Snapshot { byStatus: Map<string, number>; dueBacklog: number; oldestDueAge: number; dlq: number }
+  const snapshot = async (): Promise<Snapshot> => {
+    if (last && Date.now() - cachedAt < cacheMs) return last;
+    pending ??= (async () => {
+      try {
+        const rows = await db.query<{ status: string; n: string }>(sql("CountJobsByStatus"));
+        const due = (await db.query<{ n: string; oldest_age_s: string | null }>(sql("DueBacklog")))[0];
+        const byStatus = new Map(rows.map((r) => [r.status, Number(r.n)]));
+        last = { byStatus, dueBacklog: Number(due?.n ?? 0), oldestDueAge: Math.max(0, Number(due?.oldest_age_s ?? 0)), dlq: byStatus.get("dead") ?? 0 };
+        cachedAt = Date.now();
+        return last;
+      } finally {
+        pending = undefined;
+      }
+    })();
+    return pending;
+  };
+  const registers = [metrics.registry];
+  new client.Gauge({
+    name: "scheduler_jobs", help: "Jobs by status", labelNames: ["status"], registers,
+    async collect() {
+      const s = await snapshot();
+      for (const st of JOB_STATUSES) this.set({ status: st }, s.byStatus.get(st) ?? 0);
+    },
+  });
+  new client.Gauge({ name: "scheduler_due_backlog", help: "Jobs due but not yet dispatched", registers, async collect() { this.set((await snapshot()).dueBacklog); } });
+  new client.Gauge({ name: "scheduler_oldest_due_age_seconds", help: "Age of the oldest due, undispatched job", registers, async collect() { this.set((await snapshot()).oldestDueAge); } });
+  new client.Gauge({ name: "scheduler_queue_depth", help: "Jobs dispatched, not yet taken by a worker", registers, async collect() { this.set((await snapshot()).byStatus.get("queued") ?? 0); } });
+  new client.Gauge({ name: "scheduler_dlq_jobs", help: "Dead jobs", registers, async collect() { this.set((await snapshot()).dlq); } });
+}

@@ -1,0 +1,15 @@
+import pino from "pino";
+
+export type Logger = pino.Logger;
+
+/** One JSON line per event on stdout; job events carry job_id. */
+export function createLogger(p: { level: string; base?: Record<string, unknown> }): Logger {
+  return pino({
+    level: p.level,
+    base: p.base ?? {},
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+  });
+}
+
+export const silentLogger: Logger = pino({ level: "silent" });

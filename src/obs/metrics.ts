@@ -1,0 +1,28 @@
+import client from "prom-client";
+
+// Buckets from 1 ms to ~2 h: lag is milliseconds when healthy and hours in an outage.
+const LAG_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 7200];
+
+/**
+ * The process's metrics. Counters and histograms count what this process did; the gauges
+ * about jobs are read from the database at scrape time (see obs/job-gauges.ts), so any
+ * process answers them the same. No job ids, URLs or tenants as label values.
+ */
+export class Metrics {
+  readonly registry = new client.Registry();
+  readonly deliveries = new client.Counter({ name: "scheduler_deliveries_total", help: "Webhook calls by classified outcome", labelNames: ["outcome"], registers: [this.registry] });
+  readonly schedulingLag = new client.Histogram({ name: "scheduler_scheduling_lag_seconds", help: "Due instant to dispatcher claim", buckets: LAG_BUCKETS, registers: [this.registry] });
+  readonly queueWait = new client.Histogram({ name: "scheduler_queue_wait_seconds", help: "Dispatcher claim to call start", buckets: LAG_BUCKETS, registers: [this.registry] });
+  readonly executionDuration = new client.Histogram({ name: "scheduler_execution_duration_seconds", help: "Call start to answer", buckets: LAG_BUCKETS, registers: [this.registry] });
+  readonly endToEnd = new client.Histogram({ name: "scheduler_end_to_end_seconds", help: "Due instant to succeeded", buckets: LAG_BUCKETS, registers: [this.registry] });
+  readonly dlqIngress = new client.Counter({ name: "scheduler_dlq_ingress_total", help: "Jobs that became dead", registers: [this.registry] });
+  readonly leaseExpiries = new client.Counter({ name: "scheduler_lease_expiries_total", help: "Claims recovered by the reaper after their lease passed", labelNames: ["state"], registers: [this.registry] });
+  readonly duplicateAttempts = new client.Counter({ name: "scheduler_duplicate_attempts_total", help: "Calls that may repeat an earlier delivery: late completions rejected and lost in-flight attempts retried", registers: [this.registry] });
+  readonly staleDispatches = new client.Counter({ name: "scheduler_stale_dispatches_total", help: "Claimed jobs not called because they were cancelled, rescheduled or reclaimed after the claim", registers: [this.registry] });
+  readonly authorityEpoch = new client.Gauge({ name: "scheduler_authority_epoch", help: "Fencing epoch of the dispatch lease held by this process (0: not leader)", registers: [this.registry] });
+  readonly inflight = new client.Gauge({ name: "scheduler_worker_inflight", help: "Calls in flight in this process", registers: [this.registry] });
+
+  constructor() {
+    client.collectDefaultMetrics({ register: this.registry, prefix: "scheduler_process_" });
+  }
+}

@@ -1,0 +1,92 @@
+import { hostname } from "node:os";
+import type { Config } from "./config.ts";
+import { createApp } from "./api/app.ts";
+import { serve } from "./api/server.ts";
+import { Dispatcher } from "./dispatcher/dispatcher.ts";
+import { createLogger, type Logger } from "./obs/log.ts";
+import { registerJobGauges } from "./obs/job-gauges.ts";
+import { Metrics } from "./obs/metrics.ts";
+import type { Db } from "./store/db.ts";
+import { migrate } from "./store/migrate.ts";
+import { openDb } from "./store/open.ts";
+import type { JobRow } from "./store/types.ts";
+import { Worker } from "./worker/worker.ts";
+
+export interface Runtime {
+  config: Config;
+  db: Db;
+  log: Logger;
+  metrics: Metrics;
+  dispatcher?: Dispatcher;
+  worker?: Worker;
+  server?: ReturnType<typeof serve>;
+  /** The address the HTTP server listens on, e.g. http://127.0.0.1:8080. */
+  url?: string;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  db?: Db;
+  log?: Logger;
+  /** Test seam, see WorkerOptions.beforeStart. */
+  beforeStart?: (jobs: JobRow[]) => Promise<void>;
+}
+
+/** Opens the database, migrates, and starts what the mode asks for. */
+export async function startRuntime(config: Config, opts: StartOptions = {}): Promise<Runtime> {
+  const owner = `${hostname()}/${process.pid}/${Math.random().toString(36).slice(2, 8)}`;
+  const log = opts.log ?? createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
+  const db = opts.db ?? (await openDb(config, `scheduler-${config.mode}`));
+  const ownsDb = !opts.db;
+  try {
+    const { applied } = await migrate(db);
+    if (applied.length > 0) log.info({ applied }, "migrations applied");
+  } catch (err) {
+    if (ownsDb) await db.close();
+    throw err;
+  }
+  const metrics = new Metrics();
+  registerJobGauges(metrics, db);
+  const rt: Runtime = { config, db, log, metrics, stop: async () => {} };
+  const want = (m: string) => config.mode === "all" || config.mode === m;
+  const dispatchHere = want("dispatcher") && config.region === config.homeRegion;
+  const workHere = want("worker") && config.region === config.homeRegion;
+  if (workHere) {
+    rt.worker = new Worker({
+      db, owner, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, pollIntervalMs: config.pollIntervalMs,
+      shutdownGraceMs: config.shutdownGraceMs, signingKey: config.signingKey, allowPrivateTargets: config.allowPrivateTargets,
+      log, metrics, beforeStart: opts.beforeStart,
+    });
+    await rt.worker.start();
+  }
+  if (dispatchHere) {
+    rt.dispatcher = new Dispatcher({
+      db, owner, batch: config.dispatchBatch, leaderTtlMs: config.leaderTtlMs, leaseTtlMs: config.leaseTtlMs,
+      skewMs: config.clockSkewMs, pollIntervalMs: config.pollIntervalMs, log, metrics,
+      onQueued: () => rt.worker?.poke(),
+    });
+    await rt.dispatcher.begin();
+  }
+  if ((want("dispatcher") || want("worker")) && config.region !== config.homeRegion) {
+    log.info({ home_region: config.homeRegion }, "standby region: not dispatching or executing");
+  }
+  const app = createApp({ db, config, metrics, log, serveApi: want("api") });
+  rt.server = serve(app, { host: config.host, port: config.port });
+  rt.url = `http://${config.host === "0.0.0.0" ? "127.0.0.1" : config.host}:${rt.server.port}`;
+  if (want("api") && config.tokens.length === 0) {
+    log.warn("no SCHEDULER_TOKENS set: the API serves loopback clients only");
+  }
+  log.info({ url: rt.url, owner, database: db.kind }, "scheduler started");
+
+  let stopping: Promise<void> | undefined;
+  rt.stop = () =>
+    (stopping ??= (async () => {
+      log.info("stopping");
+      await rt.server?.stop();
+      await rt.dispatcher?.end();
+      await rt.worker?.stop();
+      if (ownsDb) await db.close();
+      log.info("stopped");
+    })());
+  return rt;
+}

@@ -1,0 +1,112 @@
+import type { Db, Queryable } from "./db.ts";
+import { sql } from "./sql.ts";
+import type { AttemptRow, JobRow, Target } from "./types.ts";
+
+export interface NewJob {
+  id: string;
+  tenant: string;
+  due_at: Date;
+  priority: number;
+  idempotency_key: string | null;
+  request_hash: string | null;
+  schedule_id: string | null;
+  nominal_time: Date | null;
+  target: Target;
+  max_attempts: number;
+  backoff_base_ms: number;
+  backoff_max_ms: number;
+  timeout_ms: number;
+  expires_at: Date | null;
+  window_ms: number;
+  async: boolean;
+}
+
+export type InsertResult =
+  | { kind: "created"; job: JobRow }
+  | { kind: "existing"; job: JobRow } // same key, same request
+  | { kind: "conflict"; job: JobRow }; // same key, different request
+
+/**
+ * Inserts jobs in one transaction and wakes the dispatchers. A repeated idempotency key
+ * inserts nothing: the unique index decides, so concurrent identical creates find one job.
+ */
+export async function insertJobs(db: Db, jobs: NewJob[]): Promise<InsertResult[]> {
+  if (jobs.length === 0) return [];
+  return db.tx(async (q) => {
+    const inserted = await q.query<JobRow>(sql("InsertJobs"), [JSON.stringify(jobs)]);
+    const byId = new Map(inserted.map((j) => [j.id, j]));
+    const missingKeys = jobs.filter((j) => !byId.has(j.id) && j.idempotency_key).map((j) => j);
+    const existing = new Map<string, JobRow>();
+    // Grouped by tenant: a batch may name several.
+    const tenants = new Set(missingKeys.map((j) => j.tenant));
+    for (const tenant of tenants) {
+      const keys = missingKeys.filter((j) => j.tenant === tenant).map((j) => j.idempotency_key!);
+      for (const row of await q.query<JobRow>(sql("GetJobsByKeys"), [tenant, keys])) {
+        existing.set(`${row.tenant}\u0000${row.idempotency_key}`, row);
+      }
+    }
+    if (inserted.length > 0) {
+      const earliest = Math.min(...inserted.map((j) => j.due_at.getTime()));
+      await q.query(sql("NotifyDue"), [String(earliest)]);
+    }
+    return jobs.map((j): InsertResult => {
+      const row = byId.get(j.id);
+      if (row) return { kind: "created", job: row };
+      const first = existing.get(`${j.tenant}\u0000${j.idempotency_key}`);
+      if (!first) {
+        // Within one batch two items with one key: the first inserted, the second sees it.
+        const twin = inserted.find((r) => r.tenant === j.tenant && r.idempotency_key === j.idempotency_key);
+        if (!twin) throw new Error(`job ${j.id} was neither inserted nor found by its key`);
+        return { kind: twin.request_hash === j.request_hash ? "existing" : "conflict", job: twin };
+      }
+      return { kind: first.request_hash === j.request_hash ? "existing" : "conflict", job: first };
+    });
+  });
+}
+
+export async function getJob(db: Queryable, id: string, tenant: string | null): Promise<JobRow | undefined> {
+  return (await db.query<JobRow>(sql("GetJob"), [id, tenant]))[0];
+}
+
+export async function listAttempts(db: Queryable, jobId: string): Promise<AttemptRow[]> {
+  return db.query<AttemptRow>(sql("ListAttempts"), [jobId]);
+}
+
+export interface ListFilter {
+  tenant: string | null;
+  status: string | null;
+  scheduleId: string | null;
+  dueBefore: Date | null;
+  dueAfter: Date | null;
+  afterId: string | null;
+  limit: number;
+}
+
+export async function listJobs(db: Queryable, f: ListFilter): Promise<JobRow[]> {
+  return db.query<JobRow>(sql("ListJobs"), [f.tenant, f.status, f.scheduleId, f.dueBefore, f.dueAfter, f.afterId, f.limit]);
+}
+
+export async function cancelJob(db: Queryable, id: string, tenant: string | null, ifVersion: number | null): Promise<JobRow | undefined> {
+  return (await db.query<JobRow>(sql("CancelJob"), [id, tenant, ifVersion]))[0];
+}
+
+export async function rescheduleJob(db: Db, id: string, tenant: string | null, dueAt: Date, ifVersion: number | null): Promise<JobRow | undefined> {
+  return db.tx(async (q) => {
+    const row = (await q.query<JobRow>(sql("RescheduleJob"), [id, tenant, dueAt, ifVersion]))[0];
+    if (row) await q.query(sql("NotifyDue"), [String(row.due_at.getTime())]);
+    return row;
+  });
+}
+
+export interface AuditEntry {
+  actor: string;
+  tenant: string | null;
+  action: string;
+  objectId: string | null;
+  reason: string | null;
+  details?: unknown;
+}
+
+export async function insertAudit(db: Queryable, e: AuditEntry): Promise<void> {
+  await db.query(sql("InsertAudit"), [e.actor, e.tenant, e.action, e.objectId, e.reason, JSON.stringify(e.details ?? null)]);
+}

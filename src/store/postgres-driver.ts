@@ -1,0 +1,40 @@
+import postgres from "postgres";
+import type { Db, Queryable } from "./db.ts";
+
+export interface PostgresDriverOptions {
+  url: string;
+  maxConnections?: number;
+  /** Application name shown in pg_stat_activity; helps tell processes apart. */
+  applicationName?: string;
+}
+
+// Timestamps come back as Date and int8 as string by default; keep int8 as string and let
+// row mappers convert, so no driver silently loses precision.
+export function openPostgres(opts: PostgresDriverOptions): Db {
+  const sql = postgres(opts.url, {
+    max: opts.maxConnections ?? 10,
+    onnotice: () => {},
+    connection: { application_name: opts.applicationName ?? "scheduler" },
+    // Cancelled statements and idle connections should not keep a crashed peer's locks.
+    idle_timeout: 60,
+  });
+  const run = (s: postgres.Sql | postgres.TransactionSql): Queryable => ({
+    query: async <T>(text: string, params: unknown[] = []) =>
+      (await s.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true })) as unknown as T[],
+    exec: async (text: string) => {
+      await s.unsafe(text).simple();
+    },
+  });
+  const base = run(sql);
+  return {
+    kind: "postgres",
+    query: base.query,
+    exec: base.exec,
+    tx: <T>(fn: (q: Queryable) => Promise<T>) => sql.begin((t) => fn(run(t))) as Promise<T>,
+    async listen(channel, onNotify, onListen) {
+      const sub = await sql.listen(channel, (payload) => onNotify(payload), onListen);
+      return () => sub.unlisten();
+    },
+    close: () => sql.end({ timeout: 5 }),
+  };
+}

@@ -1,0 +1,43 @@
+// Named queries live in sql/queries/*.sql, each under a `-- name: X` line. They are imported
+// as text (so the compiled binary carries them) and looked up by name; nothing else in the
+// code base writes ad-hoc SQL.
+import jobsSql from "../../sql/queries/jobs.sql" with { type: "text" };
+import dispatchSql from "../../sql/queries/dispatch.sql" with { type: "text" };
+import workerSql from "../../sql/queries/worker.sql" with { type: "text" };
+import leasesSql from "../../sql/queries/leases.sql" with { type: "text" };
+import metricsSql from "../../sql/queries/metrics.sql" with { type: "text" };
+
+export function parseNamedQueries(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  let name: string | undefined;
+  let body: string[] = [];
+  const flush = () => {
+    if (name) out.set(name, body.join("\n").trim().replace(/;$/, ""));
+  };
+  for (const line of text.split("\n")) {
+    const m = /^--\s*name:\s*(\w+)/.exec(line);
+    if (m) {
+      flush();
+      name = m[1];
+      body = [];
+    } else if (name) {
+      body.push(line);
+    }
+  }
+  flush();
+  return out;
+}
+
+const QUERIES = new Map<string, string>();
+for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql]) {
+  for (const [k, v] of parseNamedQueries(file)) {
+    if (QUERIES.has(k)) throw new Error(`query ${k} is defined twice in sql/queries`);
+    QUERIES.set(k, v);
+  }
+}
+
+export function sql(name: string): string {
+  const text = QUERIES.get(name);
+  if (!text) throw new Error(`unknown query ${name}: add it to sql/queries`);
+  return text;
+}

@@ -1,0 +1,74 @@
+/**
+ * Job states. One terminal transition per job.
+ *   scheduled  waiting for due_at (or for a retry)
+ *   queued     claimed by the dispatcher leader under its epoch, waiting for a worker
+ *   running    claimed by a worker under a lease (owner + generation + lease_until)
+ *   succeeded  the target answered 2xx (async: the callback reported success)
+ *   dead       permanent failure, or attempts used up; kept for the dead-letter queue
+ *   cancelled  cancelled by a user (a running job ends so when its worker stops)
+ *   expired    not started before expires_at
+ */
+export type JobStatus = "scheduled" | "queued" | "running" | "succeeded" | "dead" | "cancelled" | "expired";
+export const JOB_STATUSES: readonly JobStatus[] = ["scheduled", "queued", "running", "succeeded", "dead", "cancelled", "expired"];
+export const TERMINAL: ReadonlySet<JobStatus> = new Set(["succeeded", "dead", "cancelled", "expired"]);
+
+export interface Target {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  /** Exactly the bytes to send; null: no body. */
+  body: string | null;
+  /** True when the body came as JSON (content type defaults to application/json). */
+  json: boolean;
+}
+
+export interface JobRow {
+  id: string;
+  tenant: string;
+  status: JobStatus;
+  due_at: Date;
+  scheduled_for: Date;
+  priority: number;
+  version: number;
+  calls: number;
+  tries: number;
+  idempotency_key: string | null;
+  request_hash: string | null;
+  schedule_id: string | null;
+  nominal_time: Date | null;
+  target: Target;
+  max_attempts: number;
+  backoff_base_ms: string;
+  backoff_max_ms: string;
+  timeout_ms: string;
+  expires_at: Date | null;
+  window_ms: string;
+  async: boolean;
+  cancel_requested: boolean;
+  throttle_until: Date | null;
+  epoch: string | null;
+  queued_at: Date | null;
+  lease_owner: string | null;
+  lease_generation: number;
+  lease_until: Date | null;
+  last_error: string | null;
+  dead_reason: string | null;
+  finished_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface AttemptRow {
+  id: string;
+  job_id: string;
+  number: number;
+  lease_generation: number;
+  epoch: string | null;
+  worker: string;
+  started_at: Date;
+  finished_at: Date | null;
+  outcome: string | null;
+  http_status: number | null;
+  error: string | null;
+  possibly_delivered: boolean;
+}

@@ -1,0 +1,55 @@
+import type { Queryable } from "./db.ts";
+import { sql } from "./sql.ts";
+import type { JobRow } from "./types.ts";
+
+export interface Claimed { id: string; gen: number }
+
+export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number }): Promise<JobRow[]> {
+  return db.query<JobRow>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs]);
+}
+
+/** Re-checks claimed jobs right before the call and opens an attempt for each that passes. */
+export async function startAttempts(db: Queryable, owner: string, jobs: { id: string; gen: number; version: number }[]) {
+  if (jobs.length === 0) return [];
+  return db.query<{ attempt_id: string; job_id: string; number: number }>(sql("StartAttempts"), [
+    owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.version),
+  ]);
+}
+
+export async function renewLeases(db: Queryable, owner: string, jobs: Claimed[], ttlMs: number) {
+  if (jobs.length === 0) return [];
+  return db.query<{ id: string; cancel_requested: boolean }>(sql("RenewLeases"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), ttlMs]);
+}
+
+export interface Completion {
+  job_id: string;
+  gen: number;
+  attempt_id: string;
+  outcome: string;
+  http_status: number | null;
+  error: string | null;
+  possibly_delivered: boolean;
+  started_at: Date;
+  finished_at: Date;
+  next_status: string;
+  next_due_at: Date | null;
+  counts_try: boolean;
+  throttle_until: Date | null;
+  dead_reason: string | null;
+}
+
+/** Applies outcomes in one statement; returns the jobs whose row changed (the others were late). */
+export async function completeAttempts(db: Queryable, owner: string, items: Completion[]) {
+  if (items.length === 0) return [];
+  return db.query<{ id: string; status: string }>(sql("CompleteAttempts"), [owner, JSON.stringify(items)]);
+}
+
+export async function releaseJobs(db: Queryable, owner: string, jobs: Claimed[]) {
+  if (jobs.length === 0) return [];
+  return db.query<{ id: string; status: string }>(sql("ReleaseJobs"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen)]);
+}
+
+export async function deferJobs(db: Queryable, owner: string, jobs: (Claimed & { dueAt: Date })[]) {
+  if (jobs.length === 0) return [];
+  return db.query<{ id: string }>(sql("DeferJobs"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.dueAt)]);
+}

@@ -1,0 +1,203 @@
+import type { Db } from "../store/db.ts";
+import type { JobRow } from "../store/types.ts";
+import { claimQueued, deferJobs, releaseJobs, startAttempts } from "../store/worker-queries.ts";
+import type { Logger } from "../obs/log.ts";
+import type { Metrics } from "../obs/metrics.ts";
+import { Sleeper } from "../time/sleeper.ts";
+import { CompletionBatcher } from "./completion-batcher.ts";
+import { decideNext } from "./decide.ts";
+import { deliver, type DeliveryResult } from "./deliver.ts";
+import { HostThrottle } from "./host-throttle.ts";
+import { LeaseRenewer } from "./lease-renewer.ts";
+
+export interface WorkerOptions {
+  db: Db;
+  /** Lease owner token: unique per process. */
+  owner: string;
+  concurrency: number;
+  leaseTtlMs: number;
+  pollIntervalMs: number;
+  shutdownGraceMs: number;
+  signingKey?: Uint8Array;
+  allowPrivateTargets: boolean;
+  log: Logger;
+  metrics: Metrics;
+  /** Test seam: runs between the claim and the pre-call check, to force races there. */
+  beforeStart?: (jobs: JobRow[]) => Promise<void>;
+}
+
+export interface InFlight {
+  job: JobRow;
+  gen: number;
+  abort: AbortController;
+}
+
+const MAX_CLAIM = 200;
+
+/**
+ * Claims queued jobs under a lease, checks each again right before calling, calls the
+ * target outside any transaction, renews leases while calls run, and writes outcomes with
+ * a generation-checked update. stop() stops claiming, lets calls finish for the grace
+ * period, aborts what is left and writes every outcome before returning.
+ */
+export class Worker {
+  readonly inflight = new Map<string, InFlight>();
+  private readonly sleeper = new Sleeper();
+  private readonly completions: CompletionBatcher;
+  private readonly renewer: LeaseRenewer;
+  private readonly throttle = new HostThrottle();
+  private readonly calls = new Set<Promise<void>>();
+  private loopDone: Promise<void> | undefined;
+  private stopping = false;
+  private unlisten: (() => Promise<void>) | undefined;
+
+  constructor(private readonly o: WorkerOptions) {
+    this.completions = new CompletionBatcher(o.db, o.owner, o.log);
+    this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, log: o.log, inflight: this.inflight });
+  }
+
+  async start(): Promise<void> {
+    if (this.loopDone) return;
+    this.stopping = false;
+    this.unlisten = await this.o.db.listen("scheduler_queued", () => this.poke(), () => this.poke());
+    this.renewer.start();
+    this.loopDone = this.loop();
+  }
+
+  /** Look for queued work now (a dispatcher in this process just queued some). */
+  poke(): void {
+    this.sleeper.wake();
+  }
+
+  async stop(): Promise<void> {
+    if (!this.loopDone) return;
+    this.stopping = true;
+    this.sleeper.wake();
+    await this.loopDone;
+    await this.unlisten?.();
+    if (this.calls.size > 0) {
+      this.o.log.info({ inflight: this.calls.size, grace_ms: this.o.shutdownGraceMs }, "stopping: waiting for calls in flight");
+      const grace = Bun.sleep(this.o.shutdownGraceMs).then(() => "timeout" as const);
+      if ((await Promise.race([Promise.all(this.calls), grace])) === "timeout") {
+        for (const f of this.inflight.values()) f.abort.abort("the worker is stopping");
+        await Promise.all(this.calls);
+      }
+    }
+    await this.completions.drain();
+    await this.renewer.stop();
+    this.loopDone = undefined;
+  }
+
+  private async loop(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      const free = this.o.concurrency - this.inflight.size;
+      if (free > 0) {
+        try {
+          const n = await this.runOnce(Math.min(free, MAX_CLAIM));
+          failures = 0;
+          if (n > 0) continue;
+        } catch (err) {
+          failures++;
+          this.o.log.error({ err, failures }, "worker claim failed; retrying");
+          await this.sleeper.sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
+          continue;
+        }
+      }
+      await this.sleeper.sleep(this.o.pollIntervalMs * (0.8 + Math.random() * 0.4));
+    }
+  }
+
+  /** One claim pass: returns how many jobs were claimed. */
+  async runOnce(limit: number): Promise<number> {
+    const claimed = await claimQueued(this.o.db, { owner: this.o.owner, limit, leaseTtlMs: this.o.leaseTtlMs });
+    if (claimed.length === 0) return 0;
+    for (const job of claimed) this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController() });
+    try {
+      await this.o.beforeStart?.(claimed);
+      const now = Date.now();
+      const deferred: { id: string; gen: number; dueAt: Date }[] = [];
+      const ready: JobRow[] = [];
+      for (const job of claimed) {
+        const until = this.throttle.blockedUntil(job.target.url, now);
+        if (until !== undefined) deferred.push({ id: job.id, gen: job.lease_generation, dueAt: new Date(until) });
+        else ready.push(job);
+      }
+      if (deferred.length > 0) await deferJobs(this.o.db, this.o.owner, deferred);
+      for (const d of deferred) this.inflight.delete(d.id);
+      const started = await startAttempts(this.o.db, this.o.owner, ready.map((j) => ({ id: j.id, gen: j.lease_generation, version: j.version })));
+      const startedIds = new Set(started.map((s) => s.job_id));
+      // Cancelled, rescheduled or reclaimed since the claim: not called.
+      const stale = ready.filter((j) => !startedIds.has(j.id));
+      if (stale.length > 0) {
+        const released = await releaseJobs(this.o.db, this.o.owner, stale.map((j) => ({ id: j.id, gen: j.lease_generation })));
+        this.o.metrics.staleDispatches.inc(stale.length);
+        for (const j of stale) {
+          this.inflight.delete(j.id);
+          const r = released.find((x) => x.id === j.id);
+          this.o.log.info({ job_id: j.id, status: r?.status ?? "reclaimed" }, "dispatch is stale (cancelled or changed since the claim); not calling");
+        }
+      }
+      for (const s of started) {
+        const f = this.inflight.get(s.job_id);
+        if (f) this.launch(f, s.attempt_id, s.number);
+      }
+      return claimed.length;
+    } catch (err) {
+      // Jobs claimed but never started stay leased until the reaper returns them.
+      for (const job of claimed) if (!this.isCalling(job.id)) this.inflight.delete(job.id);
+      throw err;
+    }
+  }
+
+  private readonly calling = new Set<string>();
+  private isCalling(id: string): boolean {
+    return this.calling.has(id);
+  }
+
+  private launch(f: InFlight, attemptId: string, number: number): void {
+    this.calling.add(f.job.id);
+    this.o.metrics.inflight.set(this.calling.size);
+    const p = this.call(f, attemptId, number)
+      .catch((err) => this.o.log.error({ err, job_id: f.job.id }, "recording the outcome failed; the lease will lapse and the job will be retried"))
+      .finally(() => {
+        this.inflight.delete(f.job.id);
+        this.calling.delete(f.job.id);
+        this.calls.delete(p);
+        this.o.metrics.inflight.set(this.calling.size);
+        this.sleeper.wake();
+      });
+    this.calls.add(p);
+  }
+
+  private async call(f: InFlight, attemptId: string, number: number): Promise<void> {
+    const { job } = f;
+    const log = this.o.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId });
+    if (job.queued_at) this.o.metrics.queueWait.observe(Math.max(0, (Date.now() - job.queued_at.getTime()) / 1000));
+    const r: DeliveryResult = await deliver(job, {
+      attemptId, attemptNumber: number, signingKey: this.o.signingKey,
+      allowPrivateTargets: this.o.allowPrivateTargets, signal: f.abort.signal,
+    });
+    this.o.metrics.deliveries.inc({ outcome: r.outcome });
+    this.o.metrics.executionDuration.observe((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000);
+    const now = Date.now();
+    const next = decideNext({ ...job, calls: number }, r, now);
+    if (r.outcome === "throttled" && next.dueAt) this.throttle.note(job.target.url, next.dueAt.getTime());
+    const accepted = await this.completions.push({
+      job_id: job.id, gen: f.gen, attempt_id: attemptId, outcome: r.outcome, http_status: r.httpStatus,
+      error: r.error, possibly_delivered: r.possiblyDelivered, started_at: r.startedAt, finished_at: r.finishedAt,
+      next_status: next.status, next_due_at: next.dueAt, counts_try: next.countsTry,
+      throttle_until: next.throttleUntil, dead_reason: next.deadReason,
+    });
+    const fields = { outcome: r.outcome, http_status: r.httpStatus, ms: r.finishedAt.getTime() - r.startedAt.getTime(), next: next.status };
+    if (!accepted) {
+      this.o.metrics.duplicateAttempts.inc();
+      log.warn(fields, "late completion rejected: the lease moved on while the call ran");
+      return;
+    }
+    if (next.status === "succeeded") this.o.metrics.endToEnd.observe(Math.max(0, (now - job.scheduled_for.getTime()) / 1000));
+    if (next.status === "dead") this.o.metrics.dlqIngress.inc();
+    if (r.outcome === "success") log.info(fields, "delivered");
+    else log.warn({ ...fields, error: r.error, retry_at: next.dueAt?.toISOString() }, "delivery failed");
+  }
+}
