@@ -1,0 +1,46 @@
+import { loadConfig, type Config } from "../../src/config.ts";
+import { silentLogger } from "../../src/obs/log.ts";
+import { startRuntime, type Runtime, type StartOptions } from "../../src/runtime.ts";
+import type { Db } from "../../src/store/db.ts";
+
+/** Test defaults: loopback targets allowed, short intervals, a random port. */
+export function testConfig(env: Record<string, string> = {}, flags: { mode?: string } = {}): Config {
+  return loadConfig(
+    {
+      PORT: "0",
+      HOST: "127.0.0.1",
+      SCHEDULER_ALLOW_PRIVATE_TARGETS: "1",
+      SCHEDULER_POLL_INTERVAL: "200ms",
+      SCHEDULER_LEASE_TTL: "3s",
+      SCHEDULER_LEADER_TTL: "2s",
+      SCHEDULER_CLOCK_SKEW: "0",
+      SCHEDULER_SHUTDOWN_GRACE: "5s",
+      LOG_LEVEL: "silent",
+      ...env,
+    },
+    flags,
+  );
+}
+
+/** An in-process scheduler on a database the test owns. */
+export async function startScheduler(db: Db, env: Record<string, string> = {}, opts: StartOptions & { mode?: string } = {}): Promise<Runtime> {
+  return startRuntime(testConfig(env, { mode: opts.mode }), { db, log: opts.log ?? silentLogger, beforeStart: opts.beforeStart });
+}
+
+/** JSON request against a running scheduler. */
+export async function api(rt: Runtime | string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const base = typeof rt === "string" ? rt : rt.url!;
+  const res = await fetch(base + path, {
+    method,
+    headers: { "content-type": "application/json", ...headers },
+    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: any;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = text;
+  }
+  return { status: res.status, body: json, headers: res.headers };
+}
