@@ -1,0 +1,174 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Runtime } from "../../src/runtime.ts";
+import { claimDue, reapExpiredLeases } from "../../src/store/dispatch-queries.ts";
+import { acquireLease } from "../../src/store/leases.ts";
+import { claimQueued, completeAttempts, startAttempts, type Completion } from "../../src/store/worker-queries.ts";
+import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
+import { insertJob, jobRow } from "../helpers/jobs.ts";
+import { api, startScheduler } from "../helpers/scheduler.ts";
+import { eventually, Target } from "../helpers/target.ts";
+
+const done = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "attempt_id">): Completion => ({
+  outcome: "success", http_status: 200, error: null, possibly_delivered: false,
+  started_at: new Date(), finished_at: new Date(), next_status: "succeeded", next_due_at: null,
+  counts_try: true, throttle_until: null, dead_reason: null, ...p,
+});
+
+for (const driver of DRIVERS) {
+  describe(`races named in the design (${driver})`, () => {
+    let t: TestDb;
+    const target = new Target((r) => (r.path === "/slow" ? Bun.sleep(2500).then(() => new Response("ok")) : new Response("ok")));
+    beforeAll(async () => {
+      t = await freshDb(driver);
+    });
+    afterAll(async () => {
+      await t?.close();
+      target.stop();
+    });
+
+    async function queue(over = {}) {
+      const job = await insertJob(t.db, { target: { url: `${target.url}/x`, method: "POST", headers: {}, body: null, json: false }, ...over });
+      const h = (await acquireLease(t.db, { name: `d-${job.id}`, owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
+      await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled','queued') AND id <> $1", [job.id]);
+      const claimed = await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, queuedTtlMs: 60_000 });
+      expect(claimed.map((c) => c.id)).toEqual([job.id]);
+      return job;
+    }
+
+    test("late completion after a reclaim is rejected and never overwrites the newer attempt", async () => {
+      const job = await queue();
+      // Worker A claims and starts a call.
+      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 1000 });
+      const [aAttempt] = await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
+      expect(aAttempt.number).toBe(1);
+      // A pauses; its lease passes; the reaper gives the job back; B takes it and succeeds.
+      await t.db.query("UPDATE jobs SET lease_until = now() - interval '1 s' WHERE id = $1", [job.id]);
+      const reaped = await reapExpiredLeases(t.db, { limit: 10, skewMs: 0 });
+      expect(reaped.map((r) => [r.id, r.was, r.now_status])).toEqual([[job.id, "running", "scheduled"]]);
+      const h = (await acquireLease(t.db, { name: `d2-${job.id}`, owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
+      await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, queuedTtlMs: 60_000 });
+      const [b] = await claimQueued(t.db, { owner: "B", limit: 1, leaseTtlMs: 10_000 });
+      expect(b.lease_generation).toBe(a.lease_generation + 1);
+      const [bAttempt] = await startAttempts(t.db, "B", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
+      expect(await completeAttempts(t.db, "B", [done({ job_id: b.id, gen: b.lease_generation, attempt_id: bAttempt.attempt_id })])).toHaveLength(1);
+      // A finally reports — a failure that would re-queue the job. Rejected.
+      const late = await completeAttempts(t.db, "A", [done({
+        job_id: a.id, gen: a.lease_generation, attempt_id: aAttempt.attempt_id, outcome: "transient", http_status: 500,
+        error: "HTTP 500", next_status: "scheduled", next_due_at: new Date(Date.now() + 1000),
+      })]);
+      expect(late).toHaveLength(0);
+      const row = await jobRow(t.db, job.id);
+      expect(row.status).toBe("succeeded");
+      expect(row.lease_owner).toBeNull();
+      // The attempt log still tells the truth about A's call.
+      const attempts = await t.db.query<any>("SELECT number, outcome, worker FROM attempts WHERE job_id = $1 ORDER BY number", [job.id]);
+      expect(attempts).toEqual([
+        { number: 1, outcome: "transient", worker: "A" },
+        { number: 2, outcome: "success", worker: "B" },
+      ]);
+    });
+
+    test("a second completion of the same claim is rejected: one terminal transition", async () => {
+      const job = await queue();
+      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 10_000 });
+      const [att] = await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
+      const c = done({ job_id: a.id, gen: a.lease_generation, attempt_id: att.attempt_id });
+      const [r1, r2] = await Promise.all([completeAttempts(t.db, "A", [c]), completeAttempts(t.db, "A", [{ ...c, next_status: "scheduled", next_due_at: new Date() }])]);
+      expect(r1.length + r2.length).toBe(1);
+      expect(["succeeded", "scheduled"]).toContain((await jobRow(t.db, job.id)).status);
+    });
+
+    test("two workers claiming at once never take the same job", async () => {
+      await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled','queued')");
+      const h = (await acquireLease(t.db, { name: "d-many", owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
+      for (let i = 0; i < 60; i++) await insertJob(t.db);
+      expect(await claimDue(t.db, { hold: h, limit: 100, token: h.epoch, queuedTtlMs: 60_000 })).toHaveLength(60);
+      const [x, y, z] = await Promise.all(["W1", "W2", "W3"].map((o) => claimQueued(t.db, { owner: o, limit: 25, leaseTtlMs: 10_000 })));
+      const ids = [...x, ...y, ...z].map((j) => j.id);
+      expect(ids).toHaveLength(60);
+      expect(new Set(ids).size).toBe(60);
+    });
+
+    test("the pre-call check refuses a job whose version moved since the claim", async () => {
+      const job = await queue();
+      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 10_000 });
+      await t.db.query("UPDATE jobs SET version = version + 1 WHERE id = $1", [job.id]);
+      expect(await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }])).toHaveLength(0);
+    });
+
+    describe("through a running scheduler", () => {
+      test("cancel after the worker claimed, before it called: not called, ends cancelled", async () => {
+        let rt: Runtime | undefined;
+        let cancelAnswer: number | undefined;
+        rt = await startScheduler(t.db, {}, {
+          beforeStart: async (jobs) => {
+            for (const j of jobs) if (j.target.url.endsWith("/cancel-race")) cancelAnswer = (await api(rt!, "POST", `/v1/jobs/${j.id}/cancel`, {})).status;
+          },
+        });
+        try {
+          const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/cancel-race` } })).body;
+          const final = await eventually(async () => {
+            const x = (await api(rt!, "GET", `/v1/jobs/${j.id}`)).body;
+            return x.status === "cancelled" ? x : undefined;
+          }, 5000, "cancelled");
+          expect(cancelAnswer).toBe(202); // it was running: cancel requested
+          expect(final.attempt_log).toHaveLength(0);
+          await Bun.sleep(300);
+          expect(target.callsTo("/cancel-race")).toHaveLength(0);
+        } finally {
+          await rt.stop();
+        }
+      });
+
+      test("reschedule after the dispatcher queued it: the old dispatch is dropped, it runs at the new time only", async () => {
+        const disp = await startScheduler(t.db, {}, { mode: "dispatcher" });
+        const apiRt = await startScheduler(t.db, {}, { mode: "api" });
+        let worker: Runtime | undefined;
+        try {
+          const j = (await api(apiRt, "POST", "/v1/jobs", { target: { url: `${target.url}/resched` } })).body;
+          await eventually(async () => (await jobRow(t.db, j.id)).status === "queued", 5000, "queued");
+          const moved = await api(apiRt, "PATCH", `/v1/jobs/${j.id}`, { delay: "1500ms", if_version: 1 });
+          expect(moved.status).toBe(200);
+          expect(moved.body).toMatchObject({ status: "scheduled", version: 2 });
+          worker = await startScheduler(t.db, {}, { mode: "worker" });
+          await Bun.sleep(500);
+          expect(target.callsTo("/resched")).toHaveLength(0);
+          await target.waitForCalls(target.calls.length + 1, 5000);
+          const call = target.callsTo("/resched");
+          expect(call).toHaveLength(1);
+          expect(call[0].at).toBeGreaterThanOrEqual(Date.parse(moved.body.due_at));
+        } finally {
+          await worker?.stop();
+          await apiRt.stop();
+          await disp.stop();
+        }
+      });
+
+      test("a call longer than the lease TTL keeps its lease by renewal and is not retried", async () => {
+        const rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" });
+        try {
+          const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slow` }, timeout: "10s" })).body;
+          const final = await eventually(async () => {
+            const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
+            return x.status === "succeeded" ? x : undefined;
+          }, 10_000, "succeeded");
+          expect(final.attempt_log).toHaveLength(1);
+          expect(target.callsTo("/slow")).toHaveLength(1);
+        } finally {
+          await rt.stop();
+        }
+      });
+
+      test("graceful stop waits for the call in flight and records its outcome", async () => {
+        const rt = await startScheduler(t.db, {});
+        const before = target.callsTo("/slow").length;
+        const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slow` }, timeout: "10s" })).body;
+        await eventually(() => target.callsTo("/slow").length > before, 5000, "call started");
+        await rt.stop();
+        const row = await jobRow(t.db, j.id);
+        expect(row.status).toBe("succeeded");
+        expect(row.lease_owner).toBeNull();
+      });
+    });
+  });
+}
