@@ -1,0 +1,70 @@
+import { describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { createDatabase, dropDatabase } from "../helpers/db.ts";
+
+const MAIN = join(import.meta.dir, "..", "..", "src", "main.ts");
+
+function run(args: string[], env: Record<string, string> = {}) {
+  const r = Bun.spawnSync([process.execPath, MAIN, ...args], { env: { PATH: process.env.PATH ?? "", ...env }, stdin: "ignore" });
+  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+}
+
+describe("command line", () => {
+  test("--help shows usage with real examples; --version the version", () => {
+    const h = run(["--help"]);
+    expect(h.code).toBe(0);
+    expect(h.out).toContain("--mode=all|api|dispatcher|worker");
+    expect(h.out).toContain("scheduler migrate");
+    expect(h.out).toContain("curl -X POST");
+    const v = run(["--version"]);
+    expect(v.code).toBe(0);
+    expect(v.out.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+  });
+
+  test.each([
+    [{ WORKER_CONCURRENCY: "lots" }, "WORKER_CONCURRENCY"],
+    [{ PORT: "99999" }, "PORT"],
+    [{ DATABASE_URL: "mysql://x" }, "DATABASE_URL"],
+    [{ SCHEDULER_SIGNING_SECRET: "nope" }, "SCHEDULER_SIGNING_SECRET"],
+    [{ SCHEDULER_TOKENS: "abc" }, "SCHEDULER_TOKENS"],
+    [{ SCHEDULER_TOKENS: "t:acme:jobs:delete" }, "SCHEDULER_TOKENS"],
+    [{ SCHEDULER_LEASE_TTL: "soon" }, "SCHEDULER_LEASE_TTL"],
+    [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+    [{ UPSTASH_REDIS_REST_URL: "https://x.upstash.io" }, "UPSTASH_REDIS_REST_TOKEN"],
+  ] as [Record<string, string>, string][])("bad configuration %p exits non-zero with one line naming %s", (env, name) => {
+    const r = run([], env);
+    expect(r.code).not.toBe(0);
+    const lines = r.err.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(name);
+  });
+
+  test("an unknown flag, mode or command is one line pointing at --help", () => {
+    for (const args of [["--nope"], ["--mode=everything"], ["frobnicate"]]) {
+      const r = run(args);
+      expect(r.code).toBe(2);
+      expect(r.err.trim().split("\n")).toHaveLength(1);
+    }
+  });
+
+  test("migrate applies the migrations once, then says the database is up to date", async () => {
+    const url = await createDatabase();
+    try {
+      const first = run(["migrate"], { DATABASE_URL: url });
+      expect(first.code).toBe(0);
+      expect(first.out).toContain("applied: 001_jobs");
+      const second = run(["migrate"], { DATABASE_URL: url });
+      expect(second.code).toBe(0);
+      expect(second.out).toContain("up to date");
+    } finally {
+      await dropDatabase(url);
+    }
+  });
+
+  test("an unreachable database is one line that says what to do", () => {
+    const r = run(["migrate"], { DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" });
+    expect(r.code).not.toBe(0);
+    expect(r.err.trim().split("\n")).toHaveLength(1);
+    expect(r.err).toContain("DATABASE_URL");
+  });
+});
