@@ -22,16 +22,27 @@ const durationField = (max: number) =>
           return NEVER;
         }
         return ms;
-      } catch (err) {
-        addIssue({ message: (err as Error).message });
+      } catch {
+        // Not the parser's message: it quotes the input, and errors do not echo what was sent.
+        addIssue({ message: 'must be a duration like "250ms", "30s", "5m", "2h", "1d" or whole milliseconds, not negative' });
         return NEVER;
       }
     }),
   );
 
+function fieldsInRange(s: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2}))?/.exec(s);
+  if (!m) return true; // valibot runs every check of a pipe: the format check reports this one
+  const [y, mo, d, h, mi, se] = m.slice(1).map((x) => Number(x ?? 0));
+  const daysInMonth = new Date(Date.UTC(y, mo, 0)).getUTCDate();
+  return mo >= 1 && mo <= 12 && d >= 1 && d <= daysInMonth && h <= 23 && mi <= 59 && se <= 59;
+}
+
 export const instantField = v.pipe(
   v.string("must be an RFC 3339 instant like 2026-12-01T09:00:00Z"),
   v.regex(INSTANT, "must be an RFC 3339 instant with an offset or Z, like 2026-12-01T09:00:00Z"),
+  // Date rolls impossible fields over (Feb 30 → Mar 2, 24:00 → next day): refuse them instead.
+  v.check(fieldsInRange, "is not a real date and time"),
   v.transform((s) => new Date(s)),
   v.check((d) => !Number.isNaN(d.getTime()), "is not a real date"),
 );
@@ -85,14 +96,21 @@ export function parseOrThrow<S extends v.GenericSchema>(schema: S, data: unknown
   if (r.success) return r.output;
   const issue = r.issues[0];
   const path = [prefix, ...(issue.path ?? []).map((p) => String(p.key))].filter(Boolean).join(".");
-  const message = issue.kind === "schema" && issue.type === "strict_object" && issue.path
+  const objectIssue = issue.kind === "schema" && (issue.type === "strict_object" || issue.type === "object");
+  // valibot's own messages end "but received <the input>": errors do not echo what was sent.
+  const message = objectIssue && issue.expected === "never"
     ? `unknown field ${path}`
-    : `${path || "body"} ${issue.message.replace(/^Invalid (type|key): /, "")}`;
+    : objectIssue && issue.path && issue.received === "undefined"
+      ? `${path} is required`
+      : objectIssue
+        ? `${path || "body"} must be a JSON object`
+        : `${path || "body"} ${/^Invalid (type|key): /.test(issue.message) ? `must be ${issue.expected}` : issue.message}`;
   throw badRequest(message, path || undefined);
 }
 
-export function toTarget(t: JobInput["target"]): Target {
-  if (t.body !== undefined && t.body_text !== undefined) throw badRequest("target: give body or body_text, not both", "target.body_text");
+/** `prefix` is where the job sits in the request ("jobs.3" in a batch), for the error path. */
+export function toTarget(t: JobInput["target"], prefix = ""): Target {
+  if (t.body !== undefined && t.body_text !== undefined) throw badRequest("target: give body or body_text, not both", [prefix, "target.body_text"].filter(Boolean).join("."));
   if (t.body_text !== undefined) return { url: t.url, method: t.method, headers: t.headers, body: t.body_text, json: false };
   if (t.body !== undefined) return { url: t.url, method: t.method, headers: t.headers, body: JSON.stringify(t.body), json: true };
   return { url: t.url, method: t.method, headers: t.headers, body: null, json: false };

@@ -47,7 +47,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const at = (f: string) => (prefix ? `${prefix}.${f}` : f);
     if (input.run_at && input.delay !== undefined) throw badRequest("give run_at or delay, not both", at("delay"));
     if (input.async) throw new ApiError(400, "unsupported", "async jobs (completed by callback) are not available in this version; omit async", at("async"));
-    const target = toTarget(input.target);
+    const target = toTarget(input.target, prefix);
     if (!config.allowPrivateTargets) await checkTarget(target.url, at("target.url"), dns);
     const now = Date.now();
     const base = input.run_at ? input.run_at.getTime() : now + (input.delay ?? 0);
