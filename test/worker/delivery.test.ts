@@ -134,6 +134,24 @@ for (const driver of DRIVERS) {
       expect(done.attempt_log.map((a: any) => a.outcome)).toEqual(["throttled", "throttled", "success"]);
     });
 
+    test("a throttled host slows further calls to it: other jobs wait for its Retry-After", async () => {
+      const busy = new Target((r, n) => (r.path === "/first" && n === 1 ? new Response("busy", { status: 429, headers: { "retry-after": "2" } }) : new Response("ok")));
+      try {
+        const first = await create({ target: { url: `${busy.url}/first` }, retry: { max_attempts: 1 } });
+        await eventually(() => busy.callsTo("/first").length === 1, 5000, "first call");
+        const throttledAt = busy.callsTo("/first")[0].at;
+        const second = await create({ target: { url: `${busy.url}/second` } });
+        const done = await settled(second.id, "succeeded", 10_000);
+        expect(busy.callsTo("/second")[0].at - throttledAt).toBeGreaterThanOrEqual(1900);
+        // Waiting for the host is not an attempt: one call, one attempt.
+        expect(done.attempt_log).toHaveLength(1);
+        const f = await settled(first.id, "succeeded", 10_000);
+        expect(f.attempt_log.map((a: any) => a.outcome)).toEqual(["throttled", "success"]);
+      } finally {
+        busy.stop();
+      }
+    });
+
     test("a timeout is 'unknown' and marked possibly delivered, then retried", async () => {
       target.respond(base);
       const j = await create({ target: { url: `${target.url}/slow` }, timeout: "300ms", retry: { max_attempts: 2, base: "10ms", max: "10ms" } });
