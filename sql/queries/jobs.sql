@@ -51,6 +51,10 @@ WHERE id = $1::uuid AND ($2::text IS NULL OR tenant = $2)
   AND ($3::int IS NULL OR version = $3)
 RETURNING *;
 
+-- name: NotifyCancel
+-- Tells the worker running this job to abort its call now rather than at its next renewal.
+SELECT pg_notify('scheduler_cancel', $1::text);
+
 -- name: RescheduleJob
 -- Back to scheduled at the new instant; the version bump makes any dispatch in flight stale.
 UPDATE jobs SET

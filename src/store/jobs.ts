@@ -86,8 +86,12 @@ export async function listJobs(db: Queryable, f: ListFilter): Promise<JobRow[]> 
   return db.query<JobRow>(sql("ListJobs"), [f.tenant, f.status, f.scheduleId, f.dueBefore, f.dueAfter, f.afterId, f.limit]);
 }
 
-export async function cancelJob(db: Queryable, id: string, tenant: string | null, ifVersion: number | null): Promise<JobRow | undefined> {
-  return (await db.query<JobRow>(sql("CancelJob"), [id, tenant, ifVersion]))[0];
+export async function cancelJob(db: Db, id: string, tenant: string | null, ifVersion: number | null): Promise<JobRow | undefined> {
+  return db.tx(async (q) => {
+    const row = (await q.query<JobRow>(sql("CancelJob"), [id, tenant, ifVersion]))[0];
+    if (row?.status === "running") await q.query(sql("NotifyCancel"), [row.id]);
+    return row;
+  });
 }
 
 export async function rescheduleJob(db: Db, id: string, tenant: string | null, dueAt: Date, ifVersion: number | null): Promise<JobRow | undefined> {

@@ -50,6 +50,7 @@ export class Worker {
   private loopDone: Promise<void> | undefined;
   private stopping = false;
   private unlisten: (() => Promise<void>) | undefined;
+  private unlistenCancel: (() => Promise<void>) | undefined;
 
   constructor(private readonly o: WorkerOptions) {
     this.completions = new CompletionBatcher(o.db, o.owner, o.log);
@@ -60,6 +61,15 @@ export class Worker {
     if (this.loopDone) return;
     this.stopping = false;
     this.unlisten = await this.o.db.listen("scheduler_queued", () => this.poke(), () => this.poke());
+    // A cancelled running job: abort its call now. Renewal also sees the flag, so a lost
+    // notification only delays the abort.
+    this.unlistenCancel = await this.o.db.listen("scheduler_cancel", (id) => {
+      const f = this.inflight.get(id);
+      if (f && this.calling.has(id)) {
+        this.o.log.info({ job_id: id }, "cancel requested; aborting the call");
+        f.abort.abort("cancel requested");
+      }
+    });
     this.renewer.start();
     this.loopDone = this.loop();
   }
@@ -75,6 +85,7 @@ export class Worker {
     this.sleeper.wake();
     await this.loopDone;
     await this.unlisten?.();
+    await this.unlistenCancel?.();
     if (this.calls.size > 0) {
       this.o.log.info({ inflight: this.calls.size, grace_ms: this.o.shutdownGraceMs }, "stopping: waiting for calls in flight");
       const grace = Bun.sleep(this.o.shutdownGraceMs).then(() => "timeout" as const);

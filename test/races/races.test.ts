@@ -159,6 +159,30 @@ for (const driver of DRIVERS) {
         }
       });
 
+      test("cancel of a running job: 202, the call is aborted at once, the job ends cancelled", async () => {
+        const rt = await startScheduler(t.db, {});
+        try {
+          const before = target.callsTo("/slow").length;
+          const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slow` }, timeout: "10s" })).body;
+          await eventually(() => target.callsTo("/slow").length > before, 5000, "call started");
+          const t0 = Date.now();
+          const c = await api(rt, "POST", `/v1/jobs/${j.id}/cancel`, {});
+          expect(c.status).toBe(202);
+          expect(c.body.cancel_requested).toBe(true);
+          const final = await eventually(async () => {
+            const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
+            return x.status === "cancelled" ? x : undefined;
+          }, 5000, "cancelled");
+          // Well before the target would have answered (2.5 s) or the lease renewal (1 s).
+          expect(Date.now() - t0).toBeLessThan(900);
+          expect(final.attempt_log).toHaveLength(1);
+          expect(final.attempt_log[0].error).toContain("cancel requested");
+          expect((await api(rt, "POST", `/v1/jobs/${j.id}/cancel`, {})).status).toBe(409);
+        } finally {
+          await rt.stop();
+        }
+      });
+
       test("graceful stop waits for the call in flight and records its outcome", async () => {
         const rt = await startScheduler(t.db, {});
         const before = target.callsTo("/slow").length;
