@@ -3,7 +3,7 @@ import { parseArgs } from "node:util";
 import pkg from "../package.json" with { type: "json" };
 import { ConfigError, loadConfig } from "./config.ts";
 import { createLogger } from "./obs/log.ts";
-import { startRuntime } from "./runtime.ts";
+import { startRuntime, type Runtime } from "./runtime.ts";
 import { DataDirLockedError } from "./store/dir-lock.ts";
 import { migrate } from "./store/migrate.ts";
 import { openDb } from "./store/open.ts";
@@ -87,13 +87,15 @@ async function main(argv: string[]): Promise<void> {
   if (command !== "") fail(`unknown command ${JSON.stringify(command)}; see scheduler --help`);
 
   const log = createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
-  const rt = await startRuntime(config, { log });
+  // Handlers first: a stop requested while the database is still being created must not
+  // kill the process half-way.
+  let rt: Runtime | undefined;
   let signals = 0;
   const onSignal = (sig: string) => {
     signals++;
-    if (signals > 1) {
-      log.warn({ signal: sig }, "second signal: exiting now; leases will lapse and other workers take over");
-      process.exit(1);
+    if (signals > 1 || !rt) {
+      log.warn({ signal: sig }, rt ? "second signal: exiting now; leases will lapse and other workers take over" : "stopped during start-up");
+      process.exit(rt ? 1 : 0);
     }
     log.info({ signal: sig }, "graceful stop: no new work, finishing calls in flight");
     rt.stop().then(() => process.exit(0), (err) => {
@@ -103,6 +105,7 @@ async function main(argv: string[]): Promise<void> {
   };
   process.on("SIGTERM", () => onSignal("SIGTERM"));
   process.on("SIGINT", () => onSignal("SIGINT"));
+  rt = await startRuntime(config, { log });
 }
 
 main(process.argv.slice(2)).catch((err) => {
