@@ -1,0 +1,146 @@
+import { closeSync, openSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+
+const ROOT = join(import.meta.dir, "..", "..");
+
+export interface SchedulerOptions {
+  /** Unset: the embedded PGlite in dataDir. */
+  databaseUrl?: string;
+  dataDir?: string;
+  concurrency: number;
+  logLevel: string;
+  logFile: string;
+}
+
+async function freePort(): Promise<number> {
+  const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
+  const port = s.port!;
+  s.stop(true);
+  return port;
+}
+
+/** SCHEDULER_* variables of our own environment, passed on so a run can tune the scheduler. */
+export function passedThrough(env: Record<string, string | undefined> = process.env): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (k.startsWith("SCHEDULER_") && k !== "SCHEDULER_ALLOW_PRIVATE_TARGETS" && k !== "SCHEDULER_DATA_DIR" && v !== undefined) out[k] = v;
+  }
+  return out;
+}
+
+/** `bun src/main.ts --mode=all` in its own process, its output appended to logFile. */
+export class SchedulerProcess {
+  readonly proc: Subprocess;
+  readonly url: string;
+  private exitCode: number | undefined;
+
+  private constructor(proc: Subprocess, port: number, private readonly logFile: string) {
+    this.proc = proc;
+    this.url = `http://127.0.0.1:${port}`;
+    proc.exited.then((code) => (this.exitCode = code));
+  }
+
+  static async start(o: SchedulerOptions): Promise<SchedulerProcess> {
+    const port = await freePort();
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "/tmp",
+      ...passedThrough(),
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      LOG_LEVEL: o.logLevel,
+      SCHEDULER_ALLOW_PRIVATE_TARGETS: "1",
+      WORKER_CONCURRENCY: String(o.concurrency),
+    };
+    if (o.databaseUrl) env.DATABASE_URL = o.databaseUrl;
+    if (o.dataDir) env.SCHEDULER_DATA_DIR = o.dataDir;
+    const fd = openSync(o.logFile, "a");
+    try {
+      const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "--mode=all"], {
+        cwd: ROOT,
+        env,
+        stdin: "ignore",
+        stdout: fd,
+        stderr: fd,
+      });
+      return new SchedulerProcess(proc, port, o.logFile);
+    } finally {
+      closeSync(fd); // the child has its own copy
+    }
+  }
+
+  get exited(): boolean {
+    return this.exitCode !== undefined;
+  }
+
+  /** Throws if the process has died: a benchmark against a dead scheduler measures nothing. */
+  assertAlive(): void {
+    if (this.exitCode !== undefined) throw new Error(`the scheduler exited with code ${this.exitCode}`);
+  }
+
+  async waitReady(ms = 30_000): Promise<void> {
+    const end = Date.now() + ms;
+    let last = "";
+    while (Date.now() < end) {
+      this.assertAlive();
+      try {
+        const res = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(2000) });
+        if (res.ok) return;
+        last = `HTTP ${res.status} ${await res.text()}`;
+      } catch (err) {
+        last = (err as Error).message;
+      }
+      await Bun.sleep(100);
+    }
+    throw new Error(`the scheduler was not ready within ${ms} ms (last answer: ${last})`);
+  }
+
+  /** SIGTERM, then wait for the graceful stop; SIGKILL if it takes longer than ms. */
+  async stop(ms = 40_000): Promise<number> {
+    if (this.exitCode !== undefined) return this.exitCode;
+    this.proc.kill("SIGTERM");
+    const timer = Bun.sleep(ms).then(() => "timeout" as const);
+    if ((await Promise.race([this.proc.exited, timer])) === "timeout") {
+      this.proc.kill("SIGKILL");
+      await this.proc.exited;
+      throw new Error(`the scheduler did not stop within ${ms} ms of SIGTERM; killed it`);
+    }
+    return this.proc.exited;
+  }
+
+  kill(): void {
+    if (this.exitCode !== undefined) return;
+    try {
+      this.proc.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+
+  logTail(lines = 30): string {
+    try {
+      return readFileSync(this.logFile, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
+    } catch {
+      return "(no output)";
+    }
+  }
+
+  /** CPU seconds (user + system) the process has used so far, from /proc; undefined elsewhere. */
+  cpuSeconds(): number | undefined {
+    return procCpuSeconds(this.proc.pid);
+  }
+}
+
+const CLK_TCK = 100; // USER_HZ on every Linux we run on
+
+export function procCpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the ")" that closes the command name: state is field 3, utime 14, stime 15.
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(rest[11]) + Number(rest[12])) / CLK_TCK;
+  } catch {
+    return undefined;
+  }
+}
