@@ -59,13 +59,17 @@ WITH r AS (
     finished_at = CASE WHEN j.cancel_requested OR r.next_status <> 'scheduled' THEN now() END,
     updated_at = now()
   FROM r
-  WHERE j.id = r.job_id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = r.gen
+  -- The key lists steer the planner to the primary keys: left to itself it starts from the
+  -- status index, which is full of dead 'running' entries in a busy table.
+  WHERE j.id = ANY(ARRAY(SELECT job_id FROM r)) AND j.id = r.job_id
+    AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = r.gen
   RETURNING j.id, j.status
 ), a AS (
   UPDATE attempts a SET started_at = r.started_at, finished_at = r.finished_at,
     outcome = r.outcome, http_status = r.http_status, error = r.error,
     possibly_delivered = r.possibly_delivered
-  FROM r WHERE a.id = r.attempt_id AND (a.outcome IS NULL OR a.outcome = 'lost')
+  FROM r WHERE a.id = ANY(ARRAY(SELECT attempt_id FROM r)) AND a.id = r.attempt_id
+    AND (a.outcome IS NULL OR a.outcome = 'lost')
   RETURNING a.id
 )
 SELECT j.id, j.status FROM j;
