@@ -64,6 +64,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       db, owner, batch: config.dispatchBatch, leaderTtlMs: config.leaderTtlMs, leaseTtlMs: config.leaseTtlMs,
       skewMs: config.clockSkewMs, pollIntervalMs: config.pollIntervalMs, log, metrics,
       onQueued: () => rt.worker?.poke(),
+      localWorker: rt.worker,
     });
     await rt.dispatcher.begin();
   }

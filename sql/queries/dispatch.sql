@@ -1,6 +1,9 @@
 -- name: ClaimDue
 -- Fenced claim: succeeds only while the lease row still names this owner and epoch, checked
 -- in the same statement, so a paused leader whose lease was taken claims nothing.
+-- With a worker owner ($7) the jobs go straight to running under that worker's lease (a
+-- worker in the dispatcher's own process: one statement instead of two); without, to
+-- queued for any worker.
 WITH lease AS (
   SELECT 1 FROM leases WHERE name = $1 AND owner = $2 AND epoch = $3 AND lease_until > now()
 ), due AS (
@@ -12,10 +15,13 @@ WITH lease AS (
   LIMIT $4
   FOR UPDATE SKIP LOCKED
 )
-UPDATE jobs j SET status = 'queued', epoch = $5, queued_at = now(), lease_owner = NULL,
+UPDATE jobs j SET
+  status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
+  epoch = $5, queued_at = now(), lease_owner = $7::text,
+  lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
   lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now()
 FROM due WHERE j.id = due.id
-RETURNING j.id, j.due_at, j.queued_at;
+RETURNING j.*;
 
 -- name: ExpireDue
 -- Jobs not started by expires_at never run.

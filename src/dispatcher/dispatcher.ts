@@ -1,6 +1,7 @@
 import type { Db } from "../store/db.ts";
 import { claimDue, expireDue, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
+import type { JobRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { fencingToken } from "../region/fencing.ts";
@@ -20,6 +21,14 @@ export interface DispatcherOptions {
   metrics: Metrics;
   /** Called after jobs were queued: a worker in this process can look at once. */
   onQueued?: (n: number) => void;
+  /** A worker in this process: due jobs go straight to it while it has room. */
+  localWorker?: LocalWorker;
+}
+
+export interface LocalWorker {
+  owner: string;
+  freeSlots(): number;
+  accept(jobs: JobRow[]): void;
 }
 
 export const DISPATCH_LEASE = "dispatch";
@@ -77,18 +86,29 @@ export class Dispatcher extends PeriodicLoop<number> {
       return 0;
     }
     const token = fencingToken(0, hold.epoch);
-    // Queued jobs wait for a worker under a lease too; if no worker takes them in this
-    // long, the reaper hands them back.
-    const claimed = await claimDue(this.o.db, { hold, limit: this.o.batch, token, queuedTtlMs: this.o.leaseTtlMs * 10 });
-    if (claimed.length > 0) {
-      await notifyQueued(this.o.db, claimed.length);
-      for (const c of claimed) this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at.getTime() - c.due_at.getTime()) / 1000));
-      this.o.onQueued?.(claimed.length);
-      this.o.log.debug({ count: claimed.length, epoch: hold.epoch }, "dispatched due jobs");
+    const local = this.o.localWorker;
+    const room = local ? Math.min(this.o.batch, local.freeSlots()) : 0;
+    let claimed: JobRow[];
+    let full: boolean;
+    if (local && room > 0) {
+      claimed = await claimDue(this.o.db, { hold, limit: room, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
+      if (claimed.length > 0) local.accept(claimed);
+      full = claimed.length === room;
+    } else {
+      // Queued jobs wait for a worker under a lease too; if no worker takes them in this
+      // long, the reaper hands them back.
+      claimed = await claimDue(this.o.db, { hold, limit: this.o.batch, token, ttlMs: this.o.leaseTtlMs * 10 });
+      if (claimed.length > 0) {
+        await notifyQueued(this.o.db, claimed.length);
+        this.o.onQueued?.(claimed.length);
+      }
+      full = claimed.length === this.o.batch;
     }
+    for (const c of claimed) this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
+    if (claimed.length > 0) this.o.log.debug({ count: claimed.length, epoch: hold.epoch }, "dispatched due jobs");
     const expired = await expireDue(this.o.db, this.o.batch);
     for (const e of expired) this.o.log.info({ job_id: e.id }, "job expired before it could start");
-    if (claimed.length === this.o.batch) {
+    if (full) {
       this.sleepMs = 0;
       return claimed.length;
     }

@@ -1,12 +1,14 @@
 import type { Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
 import type { LeaseHold } from "./leases.ts";
+import type { JobRow } from "./types.ts";
 
-/** Fenced claim of due jobs into queued, tagged with the holder's fencing token. */
-export async function claimDue(db: Queryable, p: { hold: LeaseHold; limit: number; token: number; queuedTtlMs: number }) {
-  return db.query<{ id: string; due_at: Date; queued_at: Date }>(sql("ClaimDue"), [
-    p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.queuedTtlMs,
-  ]);
+/**
+ * Fenced claim of due jobs, tagged with the holder's fencing token: into queued, or with
+ * `worker` straight into running under that worker's lease.
+ */
+export async function claimDue(db: Queryable, p: { hold: LeaseHold; limit: number; token: number; ttlMs: number; worker?: string }) {
+  return db.query<JobRow>(sql("ClaimDue"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null]);
 }
 
 export async function expireDue(db: Queryable, limit: number) {

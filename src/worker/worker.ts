@@ -84,6 +84,7 @@ export class Worker {
     this.stopping = true;
     this.sleeper.wake();
     await this.loopDone;
+    await Promise.all(this.handoffs);
     await this.unlisten?.();
     await this.unlistenCancel?.();
     if (this.calls.size > 0) {
@@ -119,11 +120,43 @@ export class Worker {
     }
   }
 
+  get owner(): string {
+    return this.o.owner;
+  }
+
+  /** Room for more calls: what a dispatcher in this process may hand over directly. */
+  freeSlots(): number {
+    return this.stopping ? 0 : this.o.concurrency - this.inflight.size;
+  }
+
+  /** Jobs a dispatcher in this process claimed straight into running under our lease. */
+  accept(jobs: JobRow[]): void {
+    this.reserve(jobs);
+    this.handled(this.startClaimed(jobs));
+  }
+
   /** One claim pass: returns how many jobs were claimed. */
   async runOnce(limit: number): Promise<number> {
     const claimed = await claimQueued(this.o.db, { owner: this.o.owner, limit, leaseTtlMs: this.o.leaseTtlMs });
     if (claimed.length === 0) return 0;
-    for (const job of claimed) this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController() });
+    this.reserve(claimed);
+    await this.startClaimed(claimed);
+    return claimed.length;
+  }
+
+  private reserve(jobs: JobRow[]): void {
+    for (const job of jobs) this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController() });
+  }
+
+  private readonly handoffs = new Set<Promise<void>>();
+  private handled(p: Promise<void>): void {
+    const q = p.catch((err) => this.o.log.error({ err }, "starting handed-over jobs failed; their leases will lapse and they will be retried"))
+      .finally(() => this.handoffs.delete(q));
+    this.handoffs.add(q);
+  }
+
+  /** From claimed to called: the pre-call check, then one call per job that passes it. */
+  private async startClaimed(claimed: JobRow[]): Promise<void> {
     try {
       await this.o.beforeStart?.(claimed);
       const now = Date.now();
@@ -153,7 +186,6 @@ export class Worker {
         const f = this.inflight.get(s.job_id);
         if (f) this.launch(f, s.attempt_id, s.number);
       }
-      return claimed.length;
     } catch (err) {
       // Jobs claimed but never started stay leased until the reaper returns them.
       for (const job of claimed) if (!this.isCalling(job.id)) this.inflight.delete(job.id);

@@ -48,11 +48,11 @@ for (const driver of DRIVERS) {
       const fresh = (await acquireLease(t.db, { name: "dispatch-x", owner: "new", ttlMs: 5000, skewMs: 0 }))!;
       expect(fresh.epoch).toBe(old.epoch + 1);
       // The old leader wakes up believing it still leads, and tries to claim.
-      const stale = await claimDue(t.db, { hold: old, limit: 10, token: old.epoch, queuedTtlMs: 10_000 });
+      const stale = await claimDue(t.db, { hold: old, limit: 10, token: old.epoch, ttlMs: 10_000 });
       expect(stale).toHaveLength(0);
       expect((await jobRow(t.db, job.id)).status).toBe("scheduled");
       // The new leader claims it, tagged with the new epoch.
-      const claimed = await claimDue(t.db, { hold: fresh, limit: 10, token: fresh.epoch, queuedTtlMs: 10_000 });
+      const claimed = await claimDue(t.db, { hold: fresh, limit: 10, token: fresh.epoch, ttlMs: 10_000 });
       expect(claimed.map((c) => c.id)).toContain(job.id);
       const row = await jobRow(t.db, job.id);
       expect(row.status).toBe("queued");
@@ -63,7 +63,7 @@ for (const driver of DRIVERS) {
       const job = await insertJob(t.db);
       const h = (await acquireLease(t.db, { name: "dispatch-y", owner: "solo", ttlMs: 1000, skewMs: 0 }))!;
       await t.db.query("UPDATE leases SET lease_until = now() - interval '1 ms' WHERE name = 'dispatch-y'");
-      expect(await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, queuedTtlMs: 10_000 })).toHaveLength(0);
+      expect(await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, ttlMs: 10_000 })).toHaveLength(0);
       expect((await jobRow(t.db, job.id)).status).toBe("scheduled");
     });
 
@@ -73,9 +73,9 @@ for (const driver of DRIVERS) {
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) ids.push((await insertJob(t.db, { due_at: new Date(Date.now() - 5000 + i * 100) })).id);
       const future = await insertJob(t.db, { due_at: new Date(Date.now() + 60_000) });
-      const first = await claimDue(t.db, { hold: h, limit: 3, token: h.epoch, queuedTtlMs: 10_000 });
+      const first = await claimDue(t.db, { hold: h, limit: 3, token: h.epoch, ttlMs: 10_000 });
       expect(first.map((c) => c.id).sort()).toEqual(ids.slice(0, 3).sort());
-      const second = await claimDue(t.db, { hold: h, limit: 3, token: h.epoch, queuedTtlMs: 10_000 });
+      const second = await claimDue(t.db, { hold: h, limit: 3, token: h.epoch, ttlMs: 10_000 });
       expect(second.map((c) => c.id).sort()).toEqual(ids.slice(3).sort());
       expect((await jobRow(t.db, future.id)).status).toBe("scheduled");
     });

@@ -30,7 +30,7 @@ for (const driver of DRIVERS) {
       const job = await insertJob(t.db, { target: { url: `${target.url}/x`, method: "POST", headers: {}, body: null, json: false }, ...over });
       const h = (await acquireLease(t.db, { name: `d-${job.id}`, owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
       await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled','queued') AND id <> $1", [job.id]);
-      const claimed = await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, queuedTtlMs: 60_000 });
+      const claimed = await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, ttlMs: 60_000 });
       expect(claimed.map((c) => c.id)).toEqual([job.id]);
       return job;
     }
@@ -46,7 +46,7 @@ for (const driver of DRIVERS) {
       const reaped = await reapExpiredLeases(t.db, { limit: 10, skewMs: 0 });
       expect(reaped.map((r) => [r.id, r.was, r.now_status])).toEqual([[job.id, "running", "scheduled"]]);
       const h = (await acquireLease(t.db, { name: `d2-${job.id}`, owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
-      await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, queuedTtlMs: 60_000 });
+      await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, ttlMs: 60_000 });
       const [b] = await claimQueued(t.db, { owner: "B", limit: 1, leaseTtlMs: 10_000 });
       expect(b.lease_generation).toBe(a.lease_generation + 1);
       const [bAttempt] = await startAttempts(t.db, "B", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
@@ -82,7 +82,7 @@ for (const driver of DRIVERS) {
       await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled','queued')");
       const h = (await acquireLease(t.db, { name: "d-many", owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
       for (let i = 0; i < 60; i++) await insertJob(t.db);
-      expect(await claimDue(t.db, { hold: h, limit: 100, token: h.epoch, queuedTtlMs: 60_000 })).toHaveLength(60);
+      expect(await claimDue(t.db, { hold: h, limit: 100, token: h.epoch, ttlMs: 60_000 })).toHaveLength(60);
       const [x, y, z] = await Promise.all(["W1", "W2", "W3"].map((o) => claimQueued(t.db, { owner: o, limit: 25, leaseTtlMs: 10_000 })));
       const ids = [...x, ...y, ...z].map((j) => j.id);
       expect(ids).toHaveLength(60);
