@@ -12,6 +12,9 @@ import { jobView } from "./job-view.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_BATCH = 1000;
+const IF_VERSION = v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number")));
+// Why the change was made: kept in the audit log.
+const REASON = v.optional(v.pipe(v.string("must be a string"), v.maxLength(1000, "must be at most 1000 characters")));
 
 export interface JobsRoutesDeps {
   db: Db;
@@ -166,9 +169,9 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const p = principal(c);
     requireScope(p, "jobs:write");
     const id = c.req.param("id");
-    const body = parseOrThrow(v.strictObject({ if_version: v.optional(v.pipe(v.number(), v.integer())) }), await readJson(c));
+    const body = parseOrThrow(v.strictObject({ if_version: IF_VERSION, reason: REASON }), await readJson(c));
     if (!UUID.test(id)) throw notFound(`job ${id}`);
-    const job = await cancelJob(db, id, tenantFilter(p), body.if_version ?? null);
+    const job = await cancelJob(db, id, tenantFilter(p), body.if_version ?? null, { actor: p.actor, reason: body.reason ?? null });
     if (job) return c.json(jobView(job), job.status === "running" ? 202 : 200);
     const current = await getJob(db, id, tenantFilter(p));
     if (!current) throw notFound(`job ${id}`);
@@ -181,14 +184,14 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     requireScope(p, "jobs:write");
     const id = c.req.param("id");
     const body = parseOrThrow(
-      v.strictObject({ run_at: v.optional(instantField), delay: v.optional(JobInputSchema.entries.delay.wrapped), if_version: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"))) }),
+      v.strictObject({ run_at: v.optional(instantField), delay: v.optional(JobInputSchema.entries.delay.wrapped), if_version: IF_VERSION, reason: REASON }),
       await readJson(c),
     );
     if (body.run_at && body.delay !== undefined) throw badRequest("give run_at or delay, not both", "delay");
     if (!body.run_at && body.delay === undefined) throw badRequest("give run_at or delay", "run_at");
     if (!UUID.test(id)) throw notFound(`job ${id}`);
     const due = body.run_at ?? new Date(Date.now() + body.delay!);
-    const job = await rescheduleJob(db, id, tenantFilter(p), due, body.if_version ?? null);
+    const job = await rescheduleJob(db, id, tenantFilter(p), due, body.if_version ?? null, { actor: p.actor, reason: body.reason ?? null });
     if (job) return c.json(jobView(job));
     const current = await getJob(db, id, tenantFilter(p));
     if (!current) throw notFound(`job ${id}`);

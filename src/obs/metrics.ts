@@ -12,6 +12,7 @@ export class Metrics {
   readonly registry = new client.Registry();
   readonly deliveries = new client.Counter({ name: "scheduler_deliveries_total", help: "Webhook calls by classified outcome", labelNames: ["outcome"], registers: [this.registry] });
   readonly schedulingLag = new client.Histogram({ name: "scheduler_scheduling_lag_seconds", help: "Due instant to dispatcher claim", buckets: LAG_BUCKETS, registers: [this.registry] });
+  readonly startLag = new client.Histogram({ name: "scheduler_start_lag_seconds", help: "Due instant of an attempt to its call start", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly queueWait = new client.Histogram({ name: "scheduler_queue_wait_seconds", help: "Dispatcher claim to call start", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly executionDuration = new client.Histogram({ name: "scheduler_execution_duration_seconds", help: "Call start to answer", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly endToEnd = new client.Histogram({ name: "scheduler_end_to_end_seconds", help: "Due instant to succeeded", buckets: LAG_BUCKETS, registers: [this.registry] });

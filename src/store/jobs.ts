@@ -86,18 +86,28 @@ export async function listJobs(db: Queryable, f: ListFilter): Promise<JobRow[]> 
   return db.query<JobRow>(sql("ListJobs"), [f.tenant, f.status, f.scheduleId, f.dueBefore, f.dueAfter, f.afterId, f.limit]);
 }
 
-export async function cancelJob(db: Db, id: string, tenant: string | null, ifVersion: number | null): Promise<JobRow | undefined> {
+/** Who asked for a change, for the audit log (written in the same transaction). */
+export interface Actor {
+  actor: string;
+  reason?: string | null;
+}
+
+export async function cancelJob(db: Db, id: string, tenant: string | null, ifVersion: number | null, by: Actor): Promise<JobRow | undefined> {
   return db.tx(async (q) => {
     const row = (await q.query<JobRow>(sql("CancelJob"), [id, tenant, ifVersion]))[0];
-    if (row?.status === "running") await q.query(sql("NotifyCancel"), [row.id]);
+    if (!row) return undefined;
+    if (row.status === "running") await q.query(sql("NotifyCancel"), [row.id]);
+    await insertAudit(q, { actor: by.actor, tenant: row.tenant, action: row.status === "running" ? "job.cancel_requested" : "job.cancelled", objectId: row.id, reason: by.reason ?? null, details: { version: row.version } });
     return row;
   });
 }
 
-export async function rescheduleJob(db: Db, id: string, tenant: string | null, dueAt: Date, ifVersion: number | null): Promise<JobRow | undefined> {
+export async function rescheduleJob(db: Db, id: string, tenant: string | null, dueAt: Date, ifVersion: number | null, by: Actor): Promise<JobRow | undefined> {
   return db.tx(async (q) => {
     const row = (await q.query<JobRow>(sql("RescheduleJob"), [id, tenant, dueAt, ifVersion]))[0];
-    if (row) await q.query(sql("NotifyDue"), [String(row.due_at.getTime())]);
+    if (!row) return undefined;
+    await q.query(sql("NotifyDue"), [String(row.due_at.getTime())]);
+    await insertAudit(q, { actor: by.actor, tenant: row.tenant, action: "job.rescheduled", objectId: row.id, reason: by.reason ?? null, details: { due_at: row.due_at.toISOString(), version: row.version } });
     return row;
   });
 }

@@ -216,7 +216,9 @@ export class Worker {
   private async call(f: InFlight, attemptId: string, number: number): Promise<void> {
     const { job } = f;
     const log = this.o.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId });
-    if (job.queued_at) this.o.metrics.queueWait.observe(Math.max(0, (Date.now() - job.queued_at.getTime()) / 1000));
+    const startMs = Date.now();
+    if (job.queued_at) this.o.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
+    this.o.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
     const r: DeliveryResult = await deliver(job, {
       attemptId, attemptNumber: number, signingKey: this.o.signingKey,
       allowPrivateTargets: this.o.allowPrivateTargets, signal: f.abort.signal,

@@ -137,6 +137,8 @@ for (const driver of DRIVERS) {
           const call = target.callsTo("/resched");
           expect(call).toHaveLength(1);
           expect(call[0].at).toBeGreaterThanOrEqual(Date.parse(moved.body.due_at));
+          const audit = await t.db.query<any>("SELECT actor, action, object_id FROM audit_log WHERE object_id = $1", [j.id]);
+          expect(audit).toEqual([{ actor: "local", action: "job.rescheduled", object_id: j.id }]);
         } finally {
           await worker?.stop();
           await apiRt.stop();
@@ -178,6 +180,8 @@ for (const driver of DRIVERS) {
           expect(final.attempt_log).toHaveLength(1);
           expect(final.attempt_log[0].error).toContain("cancel requested");
           expect((await api(rt, "POST", `/v1/jobs/${j.id}/cancel`, {})).status).toBe(409);
+          const audit = await t.db.query<any>("SELECT action FROM audit_log WHERE object_id = $1", [j.id]);
+          expect(audit.map((a) => a.action)).toEqual(["job.cancel_requested"]);
         } finally {
           await rt.stop();
         }

@@ -3,6 +3,7 @@ import { Webhook } from "standardwebhooks";
 import type { Runtime } from "../../src/runtime.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
+import { insertJob } from "../helpers/jobs.ts";
 import { eventually, Target, type Received } from "../helpers/target.ts";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -199,6 +200,34 @@ for (const driver of DRIVERS) {
       expect(text).toMatch(/scheduler_deliveries_total\{outcome="transient"\} [1-9]/);
       expect(text).toMatch(/scheduler_scheduling_lag_seconds_count [1-9]/);
       expect(text).toMatch(/scheduler_end_to_end_seconds_count [1-9]/);
+      expect(text).toMatch(/scheduler_start_lag_seconds_count [1-9]/);
+      expect(text).toMatch(/scheduler_queue_wait_seconds_count [1-9]/);
+      expect(text).toMatch(/scheduler_jobs\{status="succeeded"\} [1-9]/);
+    });
+  });
+}
+
+for (const driver of DRIVERS) {
+  describe(`private targets are refused at delivery too (${driver})`, () => {
+    test("a job whose target is loopback (it got in before the rule, or by a direct insert) ends dead, never called", async () => {
+      const t = await freshDb(driver);
+      const target = new Target();
+      const rt = await startScheduler(t.db, { SCHEDULER_ALLOW_PRIVATE_TARGETS: "0" });
+      try {
+        const job = await insertJob(t.db, { target: { url: `${target.url}/private`, method: "POST", headers: {}, body: null, json: false } });
+        await t.db.query("SELECT pg_notify('scheduler_due', '0')");
+        const done = await eventually(async () => {
+          const j = (await api(rt, "GET", `/v1/jobs/${job.id}`)).body;
+          return j.status === "dead" ? j : undefined;
+        }, 5000, "dead");
+        expect(done.dead_reason).toBe("target_refused");
+        expect(done.last_error).toContain("SCHEDULER_ALLOW_PRIVATE_TARGETS");
+        expect(target.calls).toHaveLength(0);
+      } finally {
+        await rt.stop();
+        await t.close();
+        target.stop();
+      }
     });
   });
 }
