@@ -91,21 +91,28 @@ async function main(argv: string[]): Promise<void> {
   // kill the process half-way.
   let rt: Runtime | undefined;
   let signals = 0;
-  const onSignal = (sig: string) => {
-    signals++;
-    if (signals > 1 || !rt) {
-      log.warn({ signal: sig }, rt ? "second signal: exiting now; leases will lapse and other workers take over" : "stopped during start-up");
-      process.exit(rt ? 1 : 0);
-    }
+  let pendingSignal: string | undefined;
+  const stop = (r: Runtime, sig: string) => {
     log.info({ signal: sig }, "graceful stop: no new work, finishing calls in flight");
-    rt.stop().then(() => process.exit(0), (err) => {
+    r.stop().then(() => process.exit(0), (err) => {
       log.error({ err }, "stop failed");
       process.exit(1);
     });
   };
+  const onSignal = (sig: string) => {
+    signals++;
+    if (signals > 1) {
+      log.warn({ signal: sig }, "second signal: exiting now; leases will lapse and other workers take over");
+      process.exit(1);
+    }
+    // During start-up (the embedded database may be mid-creation): stop once started.
+    if (!rt) pendingSignal = sig;
+    else stop(rt, sig);
+  };
   process.on("SIGTERM", () => onSignal("SIGTERM"));
   process.on("SIGINT", () => onSignal("SIGINT"));
   rt = await startRuntime(config, { log });
+  if (pendingSignal) stop(rt, pendingSignal);
 }
 
 main(process.argv.slice(2)).catch((err) => {

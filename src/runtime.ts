@@ -83,10 +83,24 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   rt.stop = () =>
     (stopping ??= (async () => {
       log.info("stopping");
-      await rt.server?.stop();
-      await rt.dispatcher?.end();
-      await rt.worker?.stop();
-      if (ownsDb) await db.close();
+      // Each step runs even if an earlier one failed: the worker must drain and the
+      // database close whatever happened to the HTTP server or the dispatcher.
+      const steps: [string, () => Promise<unknown> | undefined][] = [
+        ["http server", () => rt.server?.stop()],
+        ["dispatcher", () => rt.dispatcher?.end()],
+        ["worker", () => rt.worker?.stop()],
+        ["database", () => (ownsDb ? db.close() : undefined)],
+      ];
+      let failed: unknown;
+      for (const [name, step] of steps) {
+        try {
+          await step();
+        } catch (err) {
+          failed ??= err;
+          log.error({ err, step: name }, "stopping a part failed");
+        }
+      }
+      if (failed) throw failed;
       log.info("stopped");
     })());
   return rt;

@@ -10,8 +10,9 @@ CREATE TABLE jobs (
   tenant           text        NOT NULL,
   status           text        NOT NULL CHECK (status IN
                      ('scheduled','queued','running','succeeded','dead','cancelled','expired')),
-  -- due_at is when the job may next run (retries move it); scheduled_for is the instant the
-  -- user asked for (run_at, or the last reschedule): Scheduler-Scheduled-For and end-to-end lag.
+  -- due_at is when the job may next run (retries move it); scheduled_for is the due instant
+  -- of the job itself (run_at or the last reschedule, plus its window jitter), which retries
+  -- do not move: Scheduler-Scheduled-For and end-to-end lag.
   due_at           timestamptz NOT NULL,
   scheduled_for    timestamptz NOT NULL,
   priority         integer     NOT NULL DEFAULT 0,
@@ -96,3 +97,5 @@ CREATE TABLE audit_log (
 -- Workers take queued jobs highest priority first.
 CREATE INDEX jobs_queued_priority ON jobs (priority DESC, due_at) WHERE status = 'queued';
 CREATE INDEX attempts_job_id ON attempts (job_id, number);
+-- Expiry walks only the jobs that have a deadline.
+CREATE INDEX jobs_expires_at ON jobs (expires_at) WHERE status IN ('scheduled', 'queued') AND expires_at IS NOT NULL;

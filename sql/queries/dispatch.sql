@@ -5,7 +5,10 @@
 -- worker in the dispatcher's own process: one statement instead of two); without, to
 -- queued for any worker.
 WITH lease AS (
+  -- FOR SHARE: a takeover (an UPDATE of this row) waits for this claim to commit, so the
+  -- check holds until the end of the statement, not only at its snapshot.
   SELECT 1 FROM leases WHERE name = $1 AND owner = $2 AND epoch = $3 AND lease_until > now()
+  FOR SHARE
 ), due AS (
   SELECT id FROM jobs
   WHERE status = 'scheduled' AND due_at <= now()
@@ -24,16 +27,21 @@ FROM due WHERE j.id = due.id
 RETURNING j.*;
 
 -- name: ExpireDue
--- Jobs not started by expires_at never run.
+-- Jobs not started by expires_at never run (waiting for their time, a retry or a worker).
 WITH x AS (
   SELECT id FROM jobs
-  WHERE status = 'scheduled' AND due_at <= now() AND expires_at <= now()
-  ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED
+  WHERE status IN ('scheduled', 'queued') AND expires_at IS NOT NULL AND expires_at <= now()
+  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs j SET status = 'expired', finished_at = now(), updated_at = now(),
+  lease_owner = NULL, lease_until = NULL,
   last_error = coalesce(j.last_error, 'expired: not started before expires_at')
 FROM x WHERE j.id = x.id
 RETURNING j.id;
+
+-- name: CountQueued
+-- How many jobs wait for a worker, counted up to a cap (bounded, on the partial index).
+SELECT count(*) AS n FROM (SELECT 1 FROM jobs WHERE status = 'queued' LIMIT $1) q;
 
 -- name: NextDueAt
 SELECT due_at FROM jobs WHERE status = 'scheduled' ORDER BY due_at LIMIT 1;
@@ -43,30 +51,33 @@ SELECT pg_notify('scheduler_queued', $1::text);
 
 -- name: ReapExpiredLeases
 -- Queued or running rows whose lease passed (plus the clock-skew margin) go back to
--- scheduled; an attempt that was in flight is recorded as lost and counts as a try.
+-- scheduled. A call that was in flight (an open attempt) is recorded as lost and counts as
+-- a try; a job claimed but never called costs nothing.
 WITH r AS (
-  SELECT id, status FROM jobs
-  WHERE status IN ('queued', 'running')
-    AND lease_until < now() - make_interval(secs => $2::float8 / 1000)
-  ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED
+  SELECT j.id, j.status,
+    EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = j.id AND a.outcome IS NULL) AS in_call
+  FROM jobs j
+  WHERE j.status IN ('queued', 'running')
+    AND j.lease_until < now() - make_interval(secs => $2::float8 / 1000)
+  ORDER BY j.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED
 ), u AS (
   UPDATE jobs j SET
     status = CASE
       WHEN j.cancel_requested THEN 'cancelled'
-      WHEN r.status = 'running' AND j.tries + 1 >= j.max_attempts THEN 'dead'
+      WHEN r.in_call AND j.tries + 1 >= j.max_attempts THEN 'dead'
       ELSE 'scheduled' END,
-    tries = j.tries + CASE WHEN r.status = 'running' THEN 1 ELSE 0 END,
+    tries = j.tries + CASE WHEN r.in_call THEN 1 ELSE 0 END,
     lease_owner = NULL, lease_until = NULL, updated_at = now(),
-    finished_at = CASE WHEN j.cancel_requested OR (r.status = 'running' AND j.tries + 1 >= j.max_attempts) THEN now() END,
-    dead_reason = CASE WHEN NOT j.cancel_requested AND r.status = 'running' AND j.tries + 1 >= j.max_attempts THEN 'lease_lost' ELSE j.dead_reason END,
-    last_error = CASE WHEN r.status = 'running'
-      THEN 'lease expired: the worker stopped renewing (crash, kill or pause)' ELSE j.last_error END
+    finished_at = CASE WHEN j.cancel_requested OR (r.in_call AND j.tries + 1 >= j.max_attempts) THEN now() END,
+    dead_reason = CASE WHEN NOT j.cancel_requested AND r.in_call AND j.tries + 1 >= j.max_attempts THEN 'lease_lost' ELSE j.dead_reason END,
+    last_error = CASE WHEN r.in_call
+      THEN 'lease expired during a call: the worker stopped renewing (crash, kill or pause)' ELSE j.last_error END
   FROM r WHERE j.id = r.id
-  RETURNING j.id, r.status AS was, j.status AS now_status
+  RETURNING j.id, r.status AS was, r.in_call, j.status AS now_status
 ), a AS (
   UPDATE attempts a SET outcome = 'lost', finished_at = now(), possibly_delivered = true,
     error = 'the worker lost its lease before reporting an outcome'
-  FROM u WHERE a.job_id = u.id AND a.outcome IS NULL
+  FROM u WHERE a.job_id = u.id AND u.in_call AND a.outcome IS NULL
   RETURNING a.job_id
 )
-SELECT u.id, u.was, u.now_status, (SELECT count(*) FROM a) AS lost_attempts FROM u;
+SELECT u.id, u.was, u.in_call, u.now_status FROM u;

@@ -2,7 +2,7 @@
 -- Takes queued jobs, highest priority first, under a lease: owner + a new generation.
 WITH c AS (
   SELECT id FROM jobs
-  WHERE status = 'queued' AND due_at <= now()
+  WHERE status = 'queued' AND due_at <= now() AND (expires_at IS NULL OR expires_at > now())
   ORDER BY priority DESC, due_at
   LIMIT $2
   FOR UPDATE SKIP LOCKED
@@ -23,6 +23,7 @@ WITH ok AS (
   WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1
     AND j.lease_generation = x.gen AND j.version = x.ver
     AND NOT j.cancel_requested AND j.due_at <= now()
+    AND (j.expires_at IS NULL OR j.expires_at > now())
   RETURNING j.id, j.calls, j.lease_generation, j.epoch
 ), ins AS (
   INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at)
@@ -45,16 +46,19 @@ WITH r AS (
   SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS r(
     job_id uuid, gen int, attempt_id uuid, outcome text, http_status int, error text,
     possibly_delivered boolean, started_at timestamptz, finished_at timestamptz,
-    next_status text, next_due_at timestamptz, counts_try boolean,
+    next_status text, next_delay_ms bigint, last_error text, counts_try boolean,
     throttle_until timestamptz, dead_reason text)
 ), j AS (
   UPDATE jobs j SET
-    status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE r.next_status END,
-    due_at = coalesce(r.next_due_at, j.due_at),
+    -- A cancel wins over a retry, not over a success: that call's effect happened.
+    status = CASE WHEN j.cancel_requested AND r.next_status <> 'succeeded' THEN 'cancelled' ELSE r.next_status END,
+    -- Retry delays count from the database's clock, the one eligibility is checked against.
+    due_at = CASE WHEN r.next_delay_ms IS NULL THEN j.due_at
+                  ELSE now() + make_interval(secs => r.next_delay_ms::float8 / 1000) END,
     tries = j.tries + CASE WHEN r.counts_try THEN 1 ELSE 0 END,
     throttle_until = coalesce(j.throttle_until, r.throttle_until),
     lease_owner = NULL, lease_until = NULL,
-    last_error = r.error,
+    last_error = r.last_error,
     dead_reason = CASE WHEN r.next_status = 'dead' THEN r.dead_reason ELSE j.dead_reason END,
     finished_at = CASE WHEN j.cancel_requested OR r.next_status <> 'scheduled' THEN now() END,
     updated_at = now()
@@ -87,8 +91,10 @@ RETURNING j.id, j.status;
 -- name: DeferJobs
 -- Claimed but not called (the host is throttled): back to scheduled at a later instant,
 -- without a call and without using up an attempt.
-UPDATE jobs j SET status = 'scheduled', due_at = x.due_at,
-  lease_owner = NULL, lease_until = NULL, updated_at = now()
+UPDATE jobs j SET
+  status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'scheduled' END,
+  finished_at = CASE WHEN j.cancel_requested THEN now() END,
+  due_at = x.due_at, lease_owner = NULL, lease_until = NULL, updated_at = now()
 FROM unnest($2::uuid[], $3::int[], $4::timestamptz[]) AS x(id, gen, due_at)
 WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
 RETURNING j.id;

@@ -110,7 +110,11 @@ export function parseOrThrow<S extends v.GenericSchema>(schema: S, data: unknown
 
 /** `prefix` is where the job sits in the request ("jobs.3" in a batch), for the error path. */
 export function toTarget(t: JobInput["target"], prefix = ""): Target {
-  if (t.body !== undefined && t.body_text !== undefined) throw badRequest("target: give body or body_text, not both", [prefix, "target.body_text"].filter(Boolean).join("."));
+  const at = (f: string) => [prefix, f].filter(Boolean).join(".");
+  if (t.body !== undefined && t.body_text !== undefined) throw badRequest("target: give body or body_text, not both", at("target.body_text"));
+  if ((t.method === "GET" || t.method === "HEAD") && (t.body !== undefined || t.body_text !== undefined)) {
+    throw badRequest(`target: a ${t.method} call carries no body; drop body/body_text or use POST`, at(t.body !== undefined ? "target.body" : "target.body_text"));
+  }
   if (t.body_text !== undefined) return { url: t.url, method: t.method, headers: t.headers, body: t.body_text, json: false };
   if (t.body !== undefined) return { url: t.url, method: t.method, headers: t.headers, body: JSON.stringify(t.body), json: true };
   return { url: t.url, method: t.method, headers: t.headers, body: null, json: false };

@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import { claimDue, expireDue, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
+import { claimDue, countQueued, expireDue, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
 import type { JobRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
@@ -27,7 +27,9 @@ export interface DispatcherOptions {
 
 export interface LocalWorker {
   owner: string;
-  freeSlots(): number;
+  /** Reserves up to n call slots; returns how many it got. */
+  takeSlots(n: number): number;
+  giveBack(n: number): void;
   accept(jobs: JobRow[]): void;
 }
 
@@ -87,22 +89,35 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
     const token = fencingToken(0, hold.epoch);
     const local = this.o.localWorker;
-    const room = local ? Math.min(this.o.batch, local.freeSlots()) : 0;
+    const room = local ? local.takeSlots(this.o.batch) : 0;
     let claimed: JobRow[];
     let full: boolean;
     if (local && room > 0) {
-      claimed = await claimDue(this.o.db, { hold, limit: room, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
-      if (claimed.length > 0) local.accept(claimed);
+      try {
+        claimed = await claimDue(this.o.db, { hold, limit: room, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
+        if (claimed.length > 0) local.accept(claimed);
+      } finally {
+        local.giveBack(room);
+      }
       full = claimed.length === room;
     } else {
-      // Queued jobs wait for a worker under a lease too; if no worker takes them in this
-      // long, the reaper hands them back.
-      claimed = await claimDue(this.o.db, { hold, limit: this.o.batch, token, ttlMs: this.o.leaseTtlMs * 10 });
+      // For workers elsewhere. The queue is capped: beyond what workers can take soon,
+      // due jobs are better left scheduled (where priority and expiry still apply) than
+      // parked in queued.
+      const cap = this.o.batch * 2;
+      const space = cap - (await countQueued(this.o.db, cap));
+      if (space <= 0) {
+        this.sleepMs = 20;
+        return 0;
+      }
+      // Queued jobs wait under a lease too; if no worker takes them in this long, the
+      // reaper hands them back.
+      claimed = await claimDue(this.o.db, { hold, limit: Math.min(this.o.batch, space), token, ttlMs: this.o.leaseTtlMs * 10 });
       if (claimed.length > 0) {
         await notifyQueued(this.o.db, claimed.length);
         this.o.onQueued?.(claimed.length);
       }
-      full = claimed.length === this.o.batch;
+      full = claimed.length === Math.min(this.o.batch, space);
     }
     for (const c of claimed) this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
     if (claimed.length > 0) this.o.log.debug({ count: claimed.length, epoch: hold.epoch }, "dispatched due jobs");

@@ -20,14 +20,21 @@ export interface LeaderElectorOptions {
  */
 export class LeaderElector extends PeriodicLoop<void> {
   private hold: LeaseHold | undefined;
+  /** performance.now() before which the hold is trusted: our own clock, never the database's. */
+  private trustedUntil = 0;
   private unlisten: (() => Promise<void>) | undefined;
 
   constructor(private readonly o: LeaderElectorOptions) {
     super(`leader-elector(${o.name})`, o.log);
   }
 
+  /**
+   * The hold, while it is surely still ours: measured from when the renewal was *sent*, on
+   * this process's monotonic clock, so a clock that disagrees with the database's cannot
+   * make it look valid (or invalid). Claims are fenced in SQL regardless.
+   */
   get current(): LeaseHold | undefined {
-    return this.hold && this.hold.leaseUntil.getTime() > Date.now() ? this.hold : undefined;
+    return this.hold && performance.now() < this.trustedUntil ? this.hold : undefined;
   }
 
   async begin(): Promise<void> {
@@ -39,10 +46,12 @@ export class LeaderElector extends PeriodicLoop<void> {
   }
 
   async runOnce(): Promise<void> {
+    const sentAt = performance.now();
     if (this.hold) {
       const renewed = await renewLease(this.o.db, this.hold, this.o.ttlMs);
       if (renewed) {
         this.hold = renewed;
+        this.trustedUntil = sentAt + this.o.ttlMs;
         return;
       }
       this.o.log.warn({ lease: this.o.name, epoch: this.hold.epoch }, "lost leadership: the lease now names another holder");
@@ -51,6 +60,7 @@ export class LeaderElector extends PeriodicLoop<void> {
     const got = await acquireLease(this.o.db, { name: this.o.name, owner: this.o.owner, ttlMs: this.o.ttlMs, skewMs: this.o.skewMs });
     if (got) {
       this.o.log.info({ lease: this.o.name, epoch: got.epoch, owner: this.o.owner }, "became leader");
+      this.trustedUntil = sentAt + this.o.ttlMs;
       this.set(got);
     }
   }

@@ -27,7 +27,7 @@ export class LeaseReaper extends PeriodicLoop<number> {
     const rows = await reapExpiredLeases(this.o.db, { limit: this.o.batch, skewMs: this.o.skewMs });
     for (const r of rows) {
       this.o.metrics.leaseExpiries.inc({ state: r.was });
-      if (r.was === "running") this.o.metrics.duplicateAttempts.inc();
+      if (r.in_call) this.o.metrics.duplicateAttempts.inc();
       if (r.now_status === "dead") this.o.metrics.dlqIngress.inc();
       this.o.log.warn({ job_id: r.id, was: r.was, status: r.now_status }, "lease expired; job recovered");
     }

@@ -23,6 +23,10 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
         last = { byStatus, dueBacklog: Number(due?.n ?? 0), oldestDueAge: Math.max(0, Number(due?.oldest_age_s ?? 0)), dlq: byStatus.get("dead") ?? 0 };
         cachedAt = Date.now();
         return last;
+      } catch {
+        // The database is away: keep serving the last figures (and the process's own
+        // metrics) rather than failing the whole scrape; /readyz reports the outage.
+        return last ?? { byStatus: new Map(), dueBacklog: 0, oldestDueAge: 0, dlq: 0 };
       } finally {
         pending = undefined;
       }

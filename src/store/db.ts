@@ -20,13 +20,3 @@ export interface Db extends Queryable {
   listen(channel: string, onNotify: (payload: string) => void, onListen?: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
-
-export class DatabaseError extends Error {
-  override readonly name = "DatabaseError";
-}
-
-/** SQLSTATE of a driver error, if it carries one. */
-export function sqlState(err: unknown): string | undefined {
-  const code = (err as { code?: unknown })?.code;
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
-}

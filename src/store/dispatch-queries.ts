@@ -24,5 +24,9 @@ export async function notifyQueued(db: Queryable, count: number) {
 }
 
 export async function reapExpiredLeases(db: Queryable, p: { limit: number; skewMs: number }) {
-  return db.query<{ id: string; was: string; now_status: string; lost_attempts: string }>(sql("ReapExpiredLeases"), [p.limit, p.skewMs]);
+  return db.query<{ id: string; was: string; in_call: boolean; now_status: string }>(sql("ReapExpiredLeases"), [p.limit, p.skewMs]);
+}
+
+export async function countQueued(db: Queryable, cap: number): Promise<number> {
+  return Number((await db.query<{ n: string }>(sql("CountQueued"), [cap]))[0]?.n ?? 0);
 }

@@ -4,7 +4,7 @@ import { MIGRATIONS } from "./migrations.ts";
 // A fixed advisory-lock key so that several processes starting at once migrate one at a time.
 const MIGRATION_LOCK = 727_115_001;
 
-/** Applies every migration not yet recorded, each in its own transaction. Idempotent. */
+/** Applies every migration not yet recorded, all in one transaction (all or nothing). Idempotent. */
 export async function migrate(db: Db): Promise<{ applied: string[] }> {
   const applied: string[] = [];
   await db.tx(async (q) => {

@@ -32,7 +32,10 @@ export interface Completion {
   started_at: Date;
   finished_at: Date;
   next_status: string;
-  next_due_at: Date | null;
+  /** Retry delay from the database's now(); null keeps due_at. */
+  next_delay_ms: number | null;
+  /** The job's last_error: the attempt's error, with why it ended so if it did. */
+  last_error: string | null;
   counts_try: boolean;
   throttle_until: Date | null;
   dead_reason: string | null;

@@ -18,10 +18,6 @@ export abstract class PeriodicLoop<R = unknown> {
   protected abstract nextDelayMs(last: R | undefined): number;
   protected onStop(): Promise<void> | void {}
 
-  get isRunning(): boolean {
-    return this.running !== undefined && !this.stopping;
-  }
-
   start(): void {
     if (this.running) return;
     this.stopping = false;
@@ -40,10 +36,6 @@ export abstract class PeriodicLoop<R = unknown> {
     await this.running;
     this.running = undefined;
     await this.onStop();
-  }
-
-  protected get isStopping(): boolean {
-    return this.stopping;
   }
 
   private async loop(): Promise<void> {

@@ -7,6 +7,8 @@ export class Sleeper {
   private resolve: (() => void) | undefined;
   private deadline = Infinity;
   private pendingWake = false;
+  /** The earliest wakeAt() that came while awake: the next sleep ends by then. */
+  private pendingAt = Infinity;
 
   /** Sleeps up to ms; returns early on wake(). A wake() that came while awake is not lost. */
   sleep(ms: number): Promise<void> {
@@ -14,9 +16,12 @@ export class Sleeper {
       this.pendingWake = false;
       return Promise.resolve();
     }
+    const at = Math.min(Date.now() + Math.max(0, ms), this.pendingAt);
+    this.pendingAt = Infinity;
+    if (at <= Date.now()) return Promise.resolve();
     return new Promise((resolve) => {
       this.resolve = resolve;
-      this.deadline = Date.now() + Math.max(0, ms);
+      this.deadline = at;
       this.arm();
     });
   }
@@ -33,6 +38,7 @@ export class Sleeper {
   wakeAt(atMs: number): void {
     if (!this.resolve) {
       if (atMs <= Date.now()) this.pendingWake = true;
+      else this.pendingAt = Math.min(this.pendingAt, atMs);
       return;
     }
     if (atMs >= this.deadline) return;

@@ -7,7 +7,8 @@ export const THROTTLE_LIMIT_MS = 24 * 3600 * 1000;
 
 export interface NextState {
   status: JobStatus;
-  dueAt: Date | null;
+  /** Retry after this long (counted from the database's clock), or null: no retry. */
+  delayMs: number | null;
   countsTry: boolean;
   throttleUntil: Date | null;
   deadReason: string | null;
@@ -16,7 +17,7 @@ export interface NextState {
 
 /** What a call's classified answer means for the job (API.md classification table). */
 export function decideNext(job: JobRow, r: DeliveryResult, nowMs: number, random: () => number = Math.random): NextState {
-  const base = { countsTry: false, throttleUntil: null, deadReason: null, error: r.error, dueAt: null };
+  const base = { countsTry: false, throttleUntil: null, deadReason: null, error: r.error, delayMs: null };
   if (r.outcome === "success") return { ...base, status: "succeeded", countsTry: true };
   if (r.outcome === "permanent") {
     return { ...base, status: "dead", countsTry: true, deadReason: r.refused ? "target_refused" : "permanent" };
@@ -33,13 +34,13 @@ export function decideNext(job: JobRow, r: DeliveryResult, nowMs: number, random
         ? { ...base, status: "expired", error: `${r.error}; next try would fall after expires_at` }
         : { ...base, status: "dead", deadReason: "throttled_too_long", error: `${r.error}; throttled for 24 h` };
     }
-    return { ...base, status: "scheduled", dueAt: new Date(next), throttleUntil };
+    return { ...base, status: "scheduled", delayMs: wait, throttleUntil };
   }
   // transient or unknown: a try used up.
   if (tries >= job.max_attempts) return { ...base, status: "dead", countsTry: true, deadReason: "max_attempts" };
-  const next = nowMs + backoffDelay({ attempt: tries, baseMs: Number(job.backoff_base_ms), maxMs: Number(job.backoff_max_ms), random });
-  if (expiresAt !== null && next >= expiresAt) {
+  const wait = backoffDelay({ attempt: tries, baseMs: Number(job.backoff_base_ms), maxMs: Number(job.backoff_max_ms), random });
+  if (expiresAt !== null && nowMs + wait >= expiresAt) {
     return { ...base, status: "expired", countsTry: true, error: `${r.error}; next try would fall after expires_at` };
   }
-  return { ...base, status: "scheduled", countsTry: true, dueAt: new Date(next) };
+  return { ...base, status: "scheduled", countsTry: true, delayMs: wait };
 }

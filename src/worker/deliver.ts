@@ -53,7 +53,7 @@ export async function deliver(job: JobRow, ctx: DeliveryContext): Promise<Delive
   const startedAt = new Date();
   const done = (r: Omit<DeliveryResult, "startedAt" | "finishedAt">): DeliveryResult => ({ ...r, startedAt, finishedAt: new Date() });
   try {
-    await assertTargetAllowed(job.target.url, { allowPrivate: ctx.allowPrivateTargets });
+    await targetCheck(job.target.url, ctx.allowPrivateTargets);
   } catch (err) {
     if (err instanceof TargetRefusedError) {
       return done({ outcome: "permanent", httpStatus: null, error: err.message, possiblyDelivered: false, retryAfterMs: null, refused: true });
@@ -72,14 +72,14 @@ export async function deliver(job: JobRow, ctx: DeliveryContext): Promise<Delive
       redirect: "manual",
       signal,
     });
-    // Read (and bound) the answer so the connection is reused; its content is not kept.
-    await res.arrayBuffer().catch(() => undefined);
+    await drain(res);
     const outcome = classifyStatus(res.status);
     return done({
       outcome,
       httpStatus: res.status,
       error: outcome === "success" ? null : `HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ""}`,
-      possiblyDelivered: outcome !== "success",
+      // An answer came back: the target saw the request, nothing is in doubt.
+      possiblyDelivered: false,
       retryAfterMs: outcome === "throttled" ? parseRetryAfter(res.headers.get("retry-after"), Date.now()) : null,
       refused: false,
     });
@@ -94,5 +94,48 @@ export async function deliver(job: JobRow, ctx: DeliveryContext): Promise<Delive
       retryAfterMs: null,
       refused: false,
     });
+  }
+}
+
+const MAX_ANSWER_BYTES = 64 * 1024;
+
+/** Reads a bounded amount of the answer (so the connection can be reused), keeps none of it. */
+async function drain(res: Response): Promise<void> {
+  const reader = res.body?.getReader();
+  if (!reader) return;
+  let seen = 0;
+  try {
+    while (seen <= MAX_ANSWER_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      seen += value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // The status already decided the outcome; a broken body does not change it.
+  }
+}
+
+// Verdicts per host for a short while: a DNS lookup per call would cost more than the call.
+const VERDICT_TTL_MS = 30_000;
+const verdicts = new Map<string, { until: number; refused?: Error }>();
+
+async function targetCheck(url: string, allowPrivate: boolean): Promise<void> {
+  if (allowPrivate) return assertTargetAllowed(url, { allowPrivate });
+  const key = new URL(url).host;
+  const now = Date.now();
+  const v = verdicts.get(key);
+  if (v && v.until > now) {
+    if (v.refused) throw v.refused;
+    return;
+  }
+  try {
+    await assertTargetAllowed(url, { allowPrivate });
+    verdicts.set(key, { until: now + VERDICT_TTL_MS });
+  } catch (err) {
+    if (err instanceof TargetRefusedError) verdicts.set(key, { until: now + VERDICT_TTL_MS, refused: err });
+    throw err;
+  } finally {
+    if (verdicts.size > 10_000) verdicts.clear();
   }
 }

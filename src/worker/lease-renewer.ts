@@ -3,6 +3,7 @@ import { renewLeases } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import type { InFlight } from "./worker.ts";
+import { ABORT_CANCEL, ABORT_LEASE } from "./abort-reasons.ts";
 
 export interface LeaseRenewerOptions {
   db: Db;
@@ -32,10 +33,10 @@ export class LeaseRenewer extends PeriodicLoop<void> {
       const cancel = renewed.get(f.job.id);
       if (cancel === undefined) {
         this.o.log.warn({ job_id: f.job.id }, "lease lost while the call ran; aborting it");
-        f.abort.abort("the lease was lost");
+        f.abort.abort(ABORT_LEASE);
       } else if (cancel) {
         this.o.log.info({ job_id: f.job.id }, "cancel requested; aborting the call");
-        f.abort.abort("cancel requested");
+        f.abort.abort(ABORT_CANCEL);
       }
     }
   }

@@ -9,6 +9,7 @@ import { decideNext } from "./decide.ts";
 import { deliver, type DeliveryResult } from "./deliver.ts";
 import { HostThrottle } from "./host-throttle.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
+import { ABORT_CANCEL, ABORT_LEASE, ABORT_STOP } from "./abort-reasons.ts";
 
 export interface WorkerOptions {
   db: Db;
@@ -67,7 +68,7 @@ export class Worker {
       const f = this.inflight.get(id);
       if (f && this.calling.has(id)) {
         this.o.log.info({ job_id: id }, "cancel requested; aborting the call");
-        f.abort.abort("cancel requested");
+        f.abort.abort(ABORT_CANCEL);
       }
     });
     this.renewer.start();
@@ -89,9 +90,12 @@ export class Worker {
     await this.unlistenCancel?.();
     if (this.calls.size > 0) {
       this.o.log.info({ inflight: this.calls.size, grace_ms: this.o.shutdownGraceMs }, "stopping: waiting for calls in flight");
-      const grace = Bun.sleep(this.o.shutdownGraceMs).then(() => "timeout" as const);
-      if ((await Promise.race([Promise.all(this.calls), grace])) === "timeout") {
-        for (const f of this.inflight.values()) f.abort.abort("the worker is stopping");
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const grace = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), this.o.shutdownGraceMs)));
+      const outcome = await Promise.race([Promise.all(this.calls), grace]);
+      clearTimeout(timer);
+      if (outcome === "timeout") {
+        for (const f of this.inflight.values()) f.abort.abort(ABORT_STOP);
         await Promise.all(this.calls);
       }
     }
@@ -103,10 +107,10 @@ export class Worker {
   private async loop(): Promise<void> {
     let failures = 0;
     while (!this.stopping) {
-      const free = this.o.concurrency - this.inflight.size;
+      const free = this.takeSlots(MAX_CLAIM);
       if (free > 0) {
         try {
-          const n = await this.runOnce(Math.min(free, MAX_CLAIM));
+          const n = await this.runOnce(free);
           failures = 0;
           if (n > 0) continue;
         } catch (err) {
@@ -114,6 +118,8 @@ export class Worker {
           this.o.log.error({ err, failures }, "worker claim failed; retrying");
           await this.sleeper.sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
           continue;
+        } finally {
+          this.giveBack(free);
         }
       }
       await this.sleeper.sleep(this.o.pollIntervalMs * (0.8 + Math.random() * 0.4));
@@ -124,9 +130,25 @@ export class Worker {
     return this.o.owner;
   }
 
-  /** Room for more calls: what a dispatcher in this process may hand over directly. */
+  private reserved = 0;
+
+  /** Room for more calls, not counting slots reserved by a claim under way. */
   freeSlots(): number {
-    return this.stopping ? 0 : this.o.concurrency - this.inflight.size;
+    return this.stopping ? 0 : Math.max(0, this.o.concurrency - this.inflight.size - this.reserved);
+  }
+
+  /**
+   * Reserves up to n slots before a claim is sent (by this worker's loop or by a dispatcher
+   * in this process), so that two claims in flight cannot overshoot the concurrency.
+   */
+  takeSlots(n: number): number {
+    const k = Math.min(n, this.freeSlots());
+    this.reserved += k;
+    return k;
+  }
+
+  giveBack(n: number): void {
+    this.reserved -= n;
   }
 
   /** Jobs a dispatcher in this process claimed straight into running under our lease. */
@@ -226,12 +248,17 @@ export class Worker {
     this.o.metrics.deliveries.inc({ outcome: r.outcome });
     this.o.metrics.executionDuration.observe((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000);
     const now = Date.now();
-    const next = decideNext({ ...job, calls: number }, r, now);
-    if (r.outcome === "throttled" && next.dueAt) this.throttle.note(job.target.url, next.dueAt.getTime());
+    let next = decideNext({ ...job, calls: number }, r, now);
+    const why = f.abort.signal.aborted ? f.abort.signal.reason : undefined;
+    if (r.outcome !== "success" && (why === ABORT_STOP || why === ABORT_LEASE)) {
+      // Our stop, not the target's failure: retry at once elsewhere, without using up a try.
+      next = { status: "scheduled", delayMs: 0, countsTry: false, throttleUntil: null, deadReason: null, error: r.error };
+    }
+    if (r.outcome === "throttled" && next.delayMs !== null) this.throttle.note(job.target.url, now + next.delayMs);
     const accepted = await this.completions.push({
       job_id: job.id, gen: f.gen, attempt_id: attemptId, outcome: r.outcome, http_status: r.httpStatus,
       error: r.error, possibly_delivered: r.possiblyDelivered, started_at: r.startedAt, finished_at: r.finishedAt,
-      next_status: next.status, next_due_at: next.dueAt, counts_try: next.countsTry,
+      next_status: next.status, next_delay_ms: next.delayMs, last_error: next.error, counts_try: next.countsTry,
       throttle_until: next.throttleUntil, dead_reason: next.deadReason,
     });
     const fields = { outcome: r.outcome, http_status: r.httpStatus, ms: r.finishedAt.getTime() - r.startedAt.getTime(), next: next.status };
@@ -243,6 +270,6 @@ export class Worker {
     if (next.status === "succeeded") this.o.metrics.endToEnd.observe(Math.max(0, (now - job.scheduled_for.getTime()) / 1000));
     if (next.status === "dead") this.o.metrics.dlqIngress.inc();
     if (r.outcome === "success") log.info(fields, "delivered");
-    else log.warn({ ...fields, error: r.error, retry_at: next.dueAt?.toISOString() }, "delivery failed");
+    else log.warn({ ...fields, error: next.error, retry_in_ms: next.delayMs }, "delivery failed");
   }
 }

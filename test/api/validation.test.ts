@@ -17,6 +17,8 @@ const INVALID: [string, unknown, string | RegExp | null][] = [
   ["not a url", { target: withSecret({ url: "not a url" }) }, "target.url"],
   ["credentials in the url", { target: withSecret({ url: `https://user:${SECRET}@example.com/hook` }) }, "target.url"],
   ["bad method", { target: withSecret({ method: "FETCH" }) }, "target.method"],
+  ["GET with a body (the signature would cover bytes never sent)", { target: withSecret({ method: "GET" }) }, "target.body"],
+  ["HEAD with body_text", { target: { url: HOOK, method: "HEAD", body_text: SECRET } }, "target.body_text"],
   ["method not a string", { target: withSecret({ method: 5 }) }, "target.method"],
   ["reserved header webhook-id", { target: withSecret({ headers: { "webhook-id": SECRET } }) }, /^target\.headers/],
   ["reserved header Scheduler-Attempt", { target: withSecret({ headers: { "Scheduler-Attempt": "9" } }) }, /^target\.headers/],

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Runtime } from "../../src/runtime.ts";
-import { claimDue, reapExpiredLeases } from "../../src/store/dispatch-queries.ts";
+import { claimDue, expireDue, reapExpiredLeases } from "../../src/store/dispatch-queries.ts";
 import { acquireLease } from "../../src/store/leases.ts";
 import { claimQueued, completeAttempts, startAttempts, type Completion } from "../../src/store/worker-queries.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
@@ -10,7 +10,7 @@ import { eventually, Target } from "../helpers/target.ts";
 
 const done = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "attempt_id">): Completion => ({
   outcome: "success", http_status: 200, error: null, possibly_delivered: false,
-  started_at: new Date(), finished_at: new Date(), next_status: "succeeded", next_due_at: null,
+  started_at: new Date(), finished_at: new Date(), next_status: "succeeded", next_delay_ms: null, last_error: null,
   counts_try: true, throttle_until: null, dead_reason: null, ...p,
 });
 
@@ -26,7 +26,7 @@ for (const driver of DRIVERS) {
       target.stop();
     });
 
-    async function queue(over = {}) {
+    async function queue(over: Parameters<typeof insertJob>[1] = {}) {
       const job = await insertJob(t.db, { target: { url: `${target.url}/x`, method: "POST", headers: {}, body: null, json: false }, ...over });
       const h = (await acquireLease(t.db, { name: `d-${job.id}`, owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
       await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled','queued') AND id <> $1", [job.id]);
@@ -54,7 +54,7 @@ for (const driver of DRIVERS) {
       // A finally reports — a failure that would re-queue the job. Rejected.
       const late = await completeAttempts(t.db, "A", [done({
         job_id: a.id, gen: a.lease_generation, attempt_id: aAttempt.attempt_id, outcome: "transient", http_status: 500,
-        error: "HTTP 500", next_status: "scheduled", next_due_at: new Date(Date.now() + 1000),
+        error: "HTTP 500", next_status: "scheduled", next_delay_ms: 1000,
       })]);
       expect(late).toHaveLength(0);
       const row = await jobRow(t.db, job.id);
@@ -73,7 +73,7 @@ for (const driver of DRIVERS) {
       const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 10_000 });
       const [att] = await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
       const c = done({ job_id: a.id, gen: a.lease_generation, attempt_id: att.attempt_id });
-      const [r1, r2] = await Promise.all([completeAttempts(t.db, "A", [c]), completeAttempts(t.db, "A", [{ ...c, next_status: "scheduled", next_due_at: new Date() }])]);
+      const [r1, r2] = await Promise.all([completeAttempts(t.db, "A", [c]), completeAttempts(t.db, "A", [{ ...c, next_status: "scheduled", next_delay_ms: 0 }])]);
       expect(r1.length + r2.length).toBe(1);
       expect(["succeeded", "scheduled"]).toContain((await jobRow(t.db, job.id)).status);
     });
@@ -94,6 +94,41 @@ for (const driver of DRIVERS) {
       const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 10_000 });
       await t.db.query("UPDATE jobs SET version = version + 1 WHERE id = $1", [job.id]);
       expect(await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }])).toHaveLength(0);
+    });
+
+    test("a job claimed but never called (worker died before the call) costs no try when reaped", async () => {
+      const job = await queue({ max_attempts: 1 });
+      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 1000 });
+      expect(a.id).toBe(job.id);
+      await t.db.query("UPDATE jobs SET lease_until = now() - interval '1 s' WHERE id = $1", [job.id]);
+      const reaped = await reapExpiredLeases(t.db, { limit: 10, skewMs: 0 });
+      expect(reaped.map((r) => [r.id, r.in_call, r.now_status])).toEqual([[job.id, false, "scheduled"]]);
+      const row = await jobRow(t.db, job.id);
+      expect([row.status, row.tries, row.calls]).toEqual(["scheduled", 0, 0]);
+    });
+
+    test("a job past expires_at while queued is never started, and is expired", async () => {
+      const job = await queue({ expires_at: new Date(Date.now() + 60_000) });
+      await t.db.query("UPDATE jobs SET expires_at = now() - interval '1 ms' WHERE id = $1", [job.id]);
+      expect(await claimQueued(t.db, { owner: "A", limit: 10, leaseTtlMs: 1000 })).toHaveLength(0);
+      expect((await expireDue(t.db, 10)).map((r) => r.id)).toEqual([job.id]);
+      expect((await jobRow(t.db, job.id)).status).toBe("expired");
+    });
+
+    test("a success that lands after a cancel request stays succeeded: its effect happened", async () => {
+      const job = await queue();
+      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 10_000 });
+      const [att] = await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
+      await t.db.query("UPDATE jobs SET cancel_requested = true, version = version + 1 WHERE id = $1", [job.id]);
+      expect(await completeAttempts(t.db, "A", [done({ job_id: a.id, gen: a.lease_generation, attempt_id: att.attempt_id })])).toHaveLength(1);
+      expect((await jobRow(t.db, job.id)).status).toBe("succeeded");
+      // ...while a failure after a cancel request ends cancelled, not retried.
+      const other = await queue();
+      const [b] = await claimQueued(t.db, { owner: "B", limit: 1, leaseTtlMs: 10_000 });
+      const [bt] = await startAttempts(t.db, "B", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
+      await t.db.query("UPDATE jobs SET cancel_requested = true WHERE id = $1", [other.id]);
+      await completeAttempts(t.db, "B", [done({ job_id: b.id, gen: b.lease_generation, attempt_id: bt.attempt_id, outcome: "transient", next_status: "scheduled", next_delay_ms: 10 })]);
+      expect((await jobRow(t.db, other.id)).status).toBe("cancelled");
     });
 
     describe("through a running scheduler", () => {
@@ -185,6 +220,19 @@ for (const driver of DRIVERS) {
         } finally {
           await rt.stop();
         }
+      });
+
+      test("a stop that runs out of grace aborts the call without using up a try", async () => {
+        const rt = await startScheduler(t.db, { SCHEDULER_SHUTDOWN_GRACE: "200ms" });
+        const before = target.callsTo("/slow").length;
+        const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slow` }, timeout: "10s", retry: { max_attempts: 1 } })).body;
+        await eventually(() => target.callsTo("/slow").length > before, 5000, "call started");
+        await rt.stop();
+        const row = await jobRow(t.db, j.id);
+        expect([row.status, row.tries, row.calls]).toEqual(["scheduled", 0, 1]);
+        const [a] = await t.db.query<any>("SELECT outcome, possibly_delivered FROM attempts WHERE job_id = $1", [j.id]);
+        expect(a).toEqual({ outcome: "unknown", possibly_delivered: true });
+        await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE id = $1", [j.id]);
       });
 
       test("graceful stop waits for the call in flight and records its outcome", async () => {

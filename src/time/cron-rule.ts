@@ -1,0 +1,141 @@
+import { Cron } from "croner";
+import { Temporal } from "./temporal.ts";
+
+export type GapPolicy = "shift" | "skip";
+export type FoldPolicy = "first" | "last" | "both";
+
+export interface CronRuleSpec {
+  cron: string;
+  timezone: string;
+  dst?: { gap?: GapPolicy; fold?: FoldPolicy };
+}
+
+export class CronRuleError extends Error {
+  constructor(readonly field: "cron" | "timezone", message: string) {
+    super(message);
+    this.name = "CronRuleError";
+  }
+}
+
+const FIXED_NICKNAMES = new Set(["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight"]);
+// Wall-clock times of a fold or gap lie within a few hours of the instant asked about.
+const DST_SLACK_MS = 3 * 3600 * 1000;
+const MAX_SCAN = 100_000;
+
+/**
+ * A cron rule in a real time zone. croner enumerates the wall-clock times the rule names in
+ * a zone-free calendar (UTC stands in for "local"); Temporal resolves each wall-clock time to
+ * instants in the zone, afresh for every occurrence, with the DST policy:
+ * - classic cron by default: a rule with a fixed hour (a number or a list of numbers) runs
+ *   once in a spring-forward gap, at the shifted instant (02:30 that does not exist → 03:30),
+ *   and once in a fall-back fold (the first 01:30); a rule whose hour is `*`, a step or a
+ *   range runs on every real instant it names (nothing in a gap, both 01:30s in a fold);
+ * - `dst.gap` (shift | skip) and `dst.fold` (first | last | both) override that.
+ * croner's own zone handling differs (a gap time runs at 03:00), which is why it is only
+ * asked for wall-clock matches.
+ */
+export class CronRule {
+  readonly gap: GapPolicy;
+  readonly fold: FoldPolicy;
+  private readonly wall: Cron;
+
+  constructor(readonly spec: CronRuleSpec) {
+    const fields = spec.cron.trim().split(/\s+/);
+    if (!spec.cron.trim().startsWith("@") && (fields.length < 5 || fields.length > 6)) {
+      throw new CronRuleError("cron", `cron must have 5 fields (minute hour day month weekday) or 6 with leading seconds; got ${fields.length}`);
+    }
+    try {
+      this.wall = new Cron(spec.cron.trim(), { timezone: "UTC", mode: "5-or-6-parts", paused: true });
+    } catch (err) {
+      throw new CronRuleError("cron", `cron ${JSON.stringify(spec.cron)} is not valid: ${(err as Error).message.replace(/^CronPattern: /, "")}`);
+    }
+    assertTimeZone(spec.timezone);
+    const fixed = isFixedHour(spec.cron);
+    this.gap = spec.dst?.gap ?? (fixed ? "shift" : "skip");
+    this.fold = spec.dst?.fold ?? (fixed ? "first" : "both");
+  }
+
+  /** The first fire instant strictly after `after` (epoch ms), or null if there is none. */
+  nextAfter(afterMs: number): number | null {
+    const zdt = Temporal.Instant.fromEpochMilliseconds(afterMs).toZonedDateTimeISO(this.spec.timezone);
+    // Start a little earlier on the wall clock: after a fold, wall times already passed once
+    // come round again and still name instants after `after`.
+    let cursor: Date | null = new Date(wallToFakeUtc(zdt.toPlainDateTime()) - DST_SLACK_MS);
+    let best: number | null = null;
+    let bestWall = Infinity;
+    for (let i = 0; i < MAX_SCAN; i++) {
+      cursor = this.wall.nextRun(cursor);
+      if (!cursor) break;
+      const w = cursor.getTime();
+      if (w > bestWall + DST_SLACK_MS) break;
+      for (const inst of this.resolve(fakeUtcToWall(w))) {
+        if (inst > afterMs && (best === null || inst < best)) {
+          best = inst;
+          bestWall = w;
+        }
+      }
+    }
+    return best;
+  }
+
+  /** The next n fire instants strictly after `afterMs`, in order. */
+  next(n: number, afterMs: number, untilMs = Infinity): number[] {
+    const out: number[] = [];
+    let t = afterMs;
+    while (out.length < n) {
+      const x = this.nextAfter(t);
+      if (x === null || x > untilMs) break;
+      out.push(x);
+      t = x;
+    }
+    return out;
+  }
+
+  /** Instants a wall-clock time names in the zone, under the DST policy (0, 1 or 2). */
+  resolve(wall: Temporal.PlainDateTime): number[] {
+    const tz = this.spec.timezone;
+    const early = wall.toZonedDateTime(tz, { disambiguation: "earlier" });
+    const late = wall.toZonedDateTime(tz, { disambiguation: "later" });
+    const exists = Temporal.PlainDateTime.compare(early.toPlainDateTime(), wall) === 0;
+    if (!exists) {
+      // A gap: "later" is the wall time moved forward by the gap's length (02:30 → 03:30).
+      return this.gap === "shift" ? [late.epochMilliseconds] : [];
+    }
+    if (early.epochMilliseconds === late.epochMilliseconds) return [early.epochMilliseconds];
+    if (this.fold === "first") return [early.epochMilliseconds];
+    if (this.fold === "last") return [late.epochMilliseconds];
+    return [early.epochMilliseconds, late.epochMilliseconds];
+  }
+
+  /** "2027-03-14T03:30:00-04:00": an instant as wall-clock time with its UTC offset. */
+  local(ms: number): string {
+    return Temporal.Instant.fromEpochMilliseconds(ms).toZonedDateTimeISO(this.spec.timezone).toString({ timeZoneName: "never", smallestUnit: "second" });
+  }
+}
+
+/** The hour field is fixed when it is a number or a list of numbers. */
+export function isFixedHour(cron: string): boolean {
+  const expr = cron.trim();
+  if (expr.startsWith("@")) return FIXED_NICKNAMES.has(expr.toLowerCase());
+  const fields = expr.split(/\s+/);
+  const hour = fields.length === 6 ? fields[2] : fields[1];
+  return /^\d+(,\d+)*$/.test(hour ?? "");
+}
+
+export function assertTimeZone(tz: string): void {
+  try {
+    if (!tz || /^[+-]\d/.test(tz)) throw new Error("offset");
+    Temporal.Now.zonedDateTimeISO(tz);
+  } catch {
+    throw new CronRuleError("timezone", `timezone ${JSON.stringify(tz)} is not an IANA time zone like America/New_York or UTC`);
+  }
+}
+
+function wallToFakeUtc(p: Temporal.PlainDateTime): number {
+  return Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second, p.millisecond);
+}
+
+function fakeUtcToWall(ms: number): Temporal.PlainDateTime {
+  const d = new Date(ms);
+  return new Temporal.PlainDateTime(d.getUTCFullYear(), d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds(), d.getUTCMilliseconds());
+}
