@@ -18,9 +18,20 @@ export class CronRuleError extends Error {
 }
 
 const FIXED_NICKNAMES = new Set(["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight"]);
-// Wall-clock times of a fold or gap lie within a few hours of the instant asked about.
-const DST_SLACK_MS = 3 * 3600 * 1000;
 const MAX_SCAN = 100_000;
+const DAY = 86_400_000;
+const HALF_DAY = DAY / 2;
+
+interface Offsets {
+  /** Span of instants these offsets describe. */
+  lo: number;
+  hi: number;
+  /** The transition instant inside the span, if any. */
+  tt: number | null;
+  /** Offsets in ms (wall = instant + offset) before and after tt. */
+  offBefore: number;
+  offAfter: number;
+}
 
 /**
  * A cron rule in a real time zone. croner enumerates the wall-clock times the rule names in
@@ -57,25 +68,74 @@ export class CronRule {
 
   /** The first fire instant strictly after `after` (epoch ms), or null if there is none. */
   nextAfter(afterMs: number): number | null {
-    const zdt = Temporal.Instant.fromEpochMilliseconds(afterMs).toZonedDateTimeISO(this.spec.timezone);
-    // Start a little earlier on the wall clock: after a fold, wall times already passed once
-    // come round again and still name instants after `after`.
-    let cursor: Date | null = new Date(wallToFakeUtc(zdt.toPlainDateTime()) - DST_SLACK_MS);
+    const z = this.offsetsAround(afterMs);
+    // Two streams of wall-clock times, one per offset around a transition; in each, instants
+    // rise with wall times, so each stream's first match is its best. After a fold, the
+    // second stream starts over at the wall time of the transition.
     let best: number | null = null;
-    let bestWall = Infinity;
+    if (z.tt !== null && z.offAfter !== z.offBefore) {
+      best = this.firstInStream(afterMs, z, z.offAfter, Math.max(afterMs, z.tt) + z.offAfter, best);
+    }
+    return this.firstInStream(afterMs, z, z.offBefore, afterMs + z.offBefore, best);
+  }
+
+  private firstInStream(afterMs: number, z: Offsets, off: number, startWall: number, best: number | null): number | null {
+    const before = off === z.offBefore;
+    let cursor: Date | null = new Date(startWall - 1);
     for (let i = 0; i < MAX_SCAN; i++) {
       cursor = this.wall.nextRun(cursor);
-      if (!cursor) break;
+      if (!cursor) return best;
       const w = cursor.getTime();
-      if (w > bestWall + DST_SLACK_MS) break;
-      for (const inst of this.resolve(fakeUtcToWall(w))) {
-        if (inst > afterMs && (best === null || inst < best)) {
-          best = inst;
-          bestWall = w;
-        }
+      const inst = w - off;
+      if (best !== null && inst >= best) return best;
+      // Past a transition (and its gap) the earlier offset names no more instants.
+      if (before && z.tt !== null && z.offAfter !== z.offBefore && inst >= z.tt + Math.abs(z.offAfter - z.offBefore)) return best;
+      if (inst < z.lo || inst > z.hi) {
+        // Beyond the span the offsets describe: ask Temporal, and end the stream here.
+        const found = this.resolve(fakeUtcToWall(w)).filter((x) => x > afterMs);
+        const m = found.length ? Math.min(...found) : null;
+        return m !== null && (best === null || m < best) ? m : best;
       }
+      if (inst <= afterMs) continue;
+      const offAt = (x: number) => (z.tt === null || x < z.tt ? z.offBefore : z.offAfter);
+      const validHere = offAt(inst) === off;
+      const other = w - (before ? z.offAfter : z.offBefore);
+      const validOther = z.tt !== null && offAt(other) !== off && offAt(other) === w - other;
+      let take: boolean;
+      if (validHere && validOther) take = this.fold === "both" || (this.fold === "first") === (inst < other);
+      else if (validHere) take = true;
+      else take = !validOther && before && this.gap === "shift"; // a gap: moved forward by its length
+      if (take) return inst;
     }
     return best;
+  }
+
+  private zoneCache: Offsets | undefined;
+
+  /**
+   * The UTC offsets within a day of an instant: one, or the two on either side of a
+   * transition. Wall times in that span resolve by arithmetic; Temporal is asked only for
+   * the transition, once per day of instants.
+   */
+  private offsetsAround(ms: number): Offsets {
+    const c = this.zoneCache;
+    if (c && ms >= c.lo + HALF_DAY && ms <= c.hi - HALF_DAY) return c;
+    const tz = this.spec.timezone;
+    const lo = ms - DAY;
+    const hi = ms + DAY;
+    const at = (x: number) => Temporal.Instant.fromEpochMilliseconds(x).toZonedDateTimeISO(tz);
+    const first = at(lo);
+    const t = first.getTimeZoneTransition("next");
+    let z: Offsets;
+    if (!t || t.epochMilliseconds > hi) {
+      z = { lo, hi, tt: null, offBefore: first.offsetNanoseconds / 1e6, offAfter: first.offsetNanoseconds / 1e6 };
+    } else {
+      const after = t; // getTimeZoneTransition gives the ZonedDateTime at the transition
+      const second = after.getTimeZoneTransition("next");
+      z = { lo, hi: second && second.epochMilliseconds < hi ? second.epochMilliseconds - 1 : hi, tt: t.epochMilliseconds, offBefore: first.offsetNanoseconds / 1e6, offAfter: after.offsetNanoseconds / 1e6 };
+    }
+    this.zoneCache = z;
+    return z;
   }
 
   /** The next n fire instants strictly after `afterMs`, in order. */
