@@ -13,6 +13,7 @@ WITH lease AS (
   SELECT id FROM jobs
   WHERE status = 'scheduled' AND due_at <= now()
     AND (expires_at IS NULL OR expires_at > now())
+    AND (start_by IS NULL OR start_by > now() OR calls > 0)
     AND EXISTS (SELECT 1 FROM lease)
   ORDER BY due_at
   LIMIT $4
@@ -39,12 +40,26 @@ UPDATE jobs j SET status = 'expired', finished_at = now(), updated_at = now(),
 FROM x WHERE j.id = x.id
 RETURNING j.id;
 
+-- name: ExpireMisfired
+-- Occurrences not started by their start_by (misfire grace, or the catch-up window) never
+-- run: the misfire policy said so when they were created.
+WITH x AS (
+  SELECT id FROM jobs
+  WHERE status IN ('scheduled', 'queued') AND start_by IS NOT NULL AND start_by <= now() AND calls = 0
+  ORDER BY start_by LIMIT $1 FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j SET status = 'expired', finished_at = now(), updated_at = now(),
+  lease_owner = NULL, lease_until = NULL, dead_reason = 'misfire',
+  last_error = 'misfire: not started in time for its nominal time (misfire policy)'
+FROM x WHERE j.id = x.id
+RETURNING j.id, j.tenant, j.schedule_id;
+
 -- name: CountQueued
 -- How many jobs wait for a worker, counted up to a cap (bounded, on the partial index).
 SELECT count(*) AS n FROM (SELECT 1 FROM jobs WHERE status = 'queued' LIMIT $1) q;
 
 -- name: NextDueAt
-SELECT due_at FROM jobs WHERE status = 'scheduled' ORDER BY due_at LIMIT 1;
+SELECT due_at FROM jobs WHERE status = 'scheduled' AND due_at < 'infinity' ORDER BY due_at LIMIT 1;
 
 -- name: NotifyQueued
 SELECT pg_notify('scheduler_queued', $1::text);

@@ -3,6 +3,7 @@
 WITH c AS (
   SELECT id FROM jobs
   WHERE status = 'queued' AND due_at <= now() AND (expires_at IS NULL OR expires_at > now())
+    AND (start_by IS NULL OR start_by > now() OR calls > 0)
   ORDER BY priority DESC, due_at
   LIMIT $2
   FOR UPDATE SKIP LOCKED
@@ -18,19 +19,22 @@ RETURNING j.*;
 -- or reschedule since the claim), not flagged cancelled, due. Only jobs that pass get an
 -- attempt row and are called.
 WITH ok AS (
-  UPDATE jobs j SET calls = j.calls + 1, updated_at = now()
+  UPDATE jobs j SET calls = j.calls + 1, updated_at = now(),
+    -- An occurrence whose first call starts past its grace is a catch-up run, and stays one.
+    catchup = j.catchup OR (j.calls = 0 AND j.catchup_after IS NOT NULL AND now() > j.catchup_after)
   FROM unnest($2::uuid[], $3::int[], $4::int[]) AS x(id, gen, ver)
   WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1
     AND j.lease_generation = x.gen AND j.version = x.ver
     AND NOT j.cancel_requested AND j.due_at <= now()
     AND (j.expires_at IS NULL OR j.expires_at > now())
-  RETURNING j.id, j.calls, j.lease_generation, j.epoch
+    AND (j.start_by IS NULL OR j.start_by > now() OR j.calls > 0)
+  RETURNING j.id, j.calls, j.lease_generation, j.epoch, j.catchup
 ), ins AS (
   INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at)
   SELECT gen_random_uuid(), ok.id, ok.calls, ok.lease_generation, ok.epoch, $1, now() FROM ok
   RETURNING id, job_id, number
 )
-SELECT id AS attempt_id, job_id, number FROM ins;
+SELECT ins.id AS attempt_id, ins.job_id, ins.number, ok.catchup FROM ins JOIN ok ON ok.id = ins.job_id;
 
 -- name: RenewLeases
 UPDATE jobs j SET lease_until = now() + make_interval(secs => $4::float8 / 1000)
@@ -67,7 +71,15 @@ WITH r AS (
   -- status index, which is full of dead 'running' entries in a busy table.
   WHERE j.id = ANY(ARRAY(SELECT job_id FROM r)) AND j.id = r.job_id
     AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = r.gen
-  RETURNING j.id, j.status
+  RETURNING j.id, j.status, j.tenant, j.schedule_id
+), gone AS (
+  -- 410 Gone from a schedule's target: the endpoint is retired, stop generating for it.
+  UPDATE schedules s SET paused = true, updated_at = now(), version = s.version + 1,
+    paused_reason = 'the target answered 410 Gone at ' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+  FROM j JOIN r ON r.job_id = j.id
+  WHERE r.http_status = 410 AND j.schedule_id IS NOT NULL
+    AND s.tenant = j.tenant AND s.id = j.schedule_id AND NOT s.paused
+  RETURNING s.id
 ), a AS (
   UPDATE attempts a SET started_at = r.started_at, finished_at = r.finished_at,
     outcome = r.outcome, http_status = r.http_status, error = r.error,

@@ -1,7 +1,10 @@
 import type { AttemptRow, JobRow } from "../store/types.ts";
 import { formatDuration } from "../time/duration.ts";
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
+// 'infinity' (a held occurrence's due_at) arrives as an Invalid Date from postgres.js and
+// as the number Infinity from PGlite: both show as null.
+const iso = (d: Date | number | null) => (d instanceof Date && Number.isFinite(d.getTime()) ? d.toISOString() : null);
+const held = (d: Date | number) => !(d instanceof Date && Number.isFinite(d.getTime()));
 
 /** The job object of API.md, snake_case. */
 export function jobView(j: JobRow, attempts?: AttemptRow[]) {
@@ -15,6 +18,7 @@ export function jobView(j: JobRow, attempts?: AttemptRow[]) {
     tenant: j.tenant,
     status: j.status,
     due_at: iso(j.due_at),
+    ...(j.schedule_id ? { waiting_for_previous: j.status === "scheduled" && held(j.due_at), catchup: j.catchup } : {}),
     scheduled_for: iso(j.scheduled_for),
     version: j.version,
     attempts: j.calls,

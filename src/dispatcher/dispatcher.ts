@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import { claimDue, countQueued, expireDue, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
+import { claimDue, countQueued, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
 import type { JobRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
@@ -123,6 +123,11 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (claimed.length > 0) this.o.log.debug({ count: claimed.length, epoch: hold.epoch }, "dispatched due jobs");
     const expired = await expireDue(this.o.db, this.o.batch);
     for (const e of expired) this.o.log.info({ job_id: e.id }, "job expired before it could start");
+    const misfired = await expireMisfired(this.o.db, this.o.batch);
+    for (const e of misfired) {
+      this.o.metrics.occurrences.inc({ result: "misfired" });
+      this.o.log.info({ job_id: e.id, schedule_id: e.schedule_id }, "occurrence misfired: not started in time; expired");
+    }
     if (full) {
       this.sleepMs = 0;
       return claimed.length;

@@ -20,6 +20,7 @@ export class Metrics {
   readonly leaseExpiries = new client.Counter({ name: "scheduler_lease_expiries_total", help: "Claims recovered by the reaper after their lease passed", labelNames: ["state"], registers: [this.registry] });
   readonly duplicateAttempts = new client.Counter({ name: "scheduler_duplicate_attempts_total", help: "Calls that may repeat an earlier delivery: late completions rejected and lost in-flight attempts retried", registers: [this.registry] });
   readonly staleDispatches = new client.Counter({ name: "scheduler_stale_dispatches_total", help: "Claimed jobs not called because they were cancelled, rescheduled or reclaimed after the claim", registers: [this.registry] });
+  readonly occurrences = new client.Counter({ name: "scheduler_occurrences_total", help: "Schedule occurrences by result: generated, skipped_overlap, misfired", labelNames: ["result"], registers: [this.registry] });
   readonly authorityEpoch = new client.Gauge({ name: "scheduler_authority_epoch", help: "Fencing epoch of the dispatch lease held by this process (0: not leader)", registers: [this.registry] });
   readonly inflight = new client.Gauge({ name: "scheduler_worker_inflight", help: "Calls in flight in this process", registers: [this.registry] });
 

@@ -30,3 +30,7 @@ export async function reapExpiredLeases(db: Queryable, p: { limit: number; skewM
 export async function countQueued(db: Queryable, cap: number): Promise<number> {
   return Number((await db.query<{ n: string }>(sql("CountQueued"), [cap]))[0]?.n ?? 0);
 }
+
+export async function expireMisfired(db: Queryable, limit: number) {
+  return db.query<{ id: string; tenant: string; schedule_id: string | null }>(sql("ExpireMisfired"), [limit]);
+}

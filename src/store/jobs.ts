@@ -19,6 +19,11 @@ export interface NewJob {
   expires_at: Date | null;
   window_ms: number;
   async: boolean;
+  /** Occurrences: the due instant shown (a held occurrence's due_at is 'infinity'). */
+  scheduled_for?: Date;
+  start_by?: Date | null;
+  catchup_after?: Date | null;
+  catchup?: boolean;
 }
 
 export type InsertResult =

@@ -53,6 +53,9 @@ export interface JobRow {
   lease_until: Date | null;
   last_error: string | null;
   dead_reason: string | null;
+  start_by: Date | null;
+  catchup_after: Date | null;
+  catchup: boolean;
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;

@@ -11,7 +11,7 @@ export async function claimQueued(db: Queryable, p: { owner: string; limit: numb
 /** Re-checks claimed jobs right before the call and opens an attempt for each that passes. */
 export async function startAttempts(db: Queryable, owner: string, jobs: { id: string; gen: number; version: number }[]) {
   if (jobs.length === 0) return [];
-  return db.query<{ attempt_id: string; job_id: string; number: number }>(sql("StartAttempts"), [
+  return db.query<{ attempt_id: string; job_id: string; number: number; catchup: boolean }>(sql("StartAttempts"), [
     owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.version),
   ]);
 }

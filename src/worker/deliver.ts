@@ -7,6 +7,8 @@ import { assertTargetAllowed, TargetRefusedError } from "./target-guard.ts";
 export interface DeliveryContext {
   attemptId: string;
   attemptNumber: number;
+  /** A late run by misfire policy: Scheduler-Catchup: true. */
+  catchup?: boolean;
   signingKey?: Uint8Array;
   allowPrivateTargets: boolean;
   /** Aborts the call: cooperative cancel, or a graceful stop that ran out of time. */
@@ -41,6 +43,7 @@ export function webhookHeaders(job: JobRow, ctx: DeliveryContext, body: string, 
   h["scheduler-fencing-token"] = job.epoch ?? "0";
   h["scheduler-scheduled-for"] = job.scheduled_for.toISOString();
   if (job.nominal_time) h["scheduler-nominal-time"] = job.nominal_time.toISOString();
+  if (ctx.catchup) h["scheduler-catchup"] = "true";
   h["user-agent"] = "scheduler-webhooks/0.1";
   return h;
 }

@@ -206,7 +206,7 @@ export class Worker {
       }
       for (const s of started) {
         const f = this.inflight.get(s.job_id);
-        if (f) this.launch(f, s.attempt_id, s.number);
+        if (f) this.launch(f, s.attempt_id, s.number, s.catchup);
       }
     } catch (err) {
       // Jobs claimed but never started stay leased until the reaper returns them.
@@ -220,10 +220,10 @@ export class Worker {
     return this.calling.has(id);
   }
 
-  private launch(f: InFlight, attemptId: string, number: number): void {
+  private launch(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
     this.calling.add(f.job.id);
     this.o.metrics.inflight.set(this.calling.size);
-    const p = this.call(f, attemptId, number)
+    const p = this.call(f, attemptId, number, catchup)
       .catch((err) => this.o.log.error({ err, job_id: f.job.id }, "recording the outcome failed; the lease will lapse and the job will be retried"))
       .finally(() => {
         this.inflight.delete(f.job.id);
@@ -235,14 +235,14 @@ export class Worker {
     this.calls.add(p);
   }
 
-  private async call(f: InFlight, attemptId: string, number: number): Promise<void> {
+  private async call(f: InFlight, attemptId: string, number: number, catchup: boolean): Promise<void> {
     const { job } = f;
     const log = this.o.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId });
     const startMs = Date.now();
     if (job.queued_at) this.o.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
     this.o.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
     const r: DeliveryResult = await deliver(job, {
-      attemptId, attemptNumber: number, signingKey: this.o.signingKey,
+      attemptId, attemptNumber: number, catchup, signingKey: this.o.signingKey,
       allowPrivateTargets: this.o.allowPrivateTargets, signal: f.abort.signal,
     });
     this.o.metrics.deliveries.inc({ outcome: r.outcome });
