@@ -32,6 +32,8 @@ export interface Config {
   pollIntervalMs: number;
   /** How long a graceful stop waits for in-flight calls before releasing them. */
   shutdownGraceMs: number;
+  /** Catch-up occurrences released per second at most, after downtime. */
+  catchupPerSecond: number;
   jobDefaults: { maxAttempts: number; backoffBaseMs: number; backoffMaxMs: number; timeoutMs: number };
 }
 
@@ -81,6 +83,7 @@ const ENV_SCHEMA = {
   SCHEDULER_SHUTDOWN_GRACE: duration(0),
   SCHEDULER_DEFAULT_MAX_ATTEMPTS: int(1, 1000),
   SCHEDULER_DEFAULT_TIMEOUT: duration(1),
+  SCHEDULER_CATCHUP_RATE: int(1, 1_000_000),
 } as const;
 
 type EnvKey = keyof typeof ENV_SCHEMA;
@@ -152,6 +155,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     clockSkewMs: read(env, "SCHEDULER_CLOCK_SKEW") ?? 2_000,
     pollIntervalMs: read(env, "SCHEDULER_POLL_INTERVAL") ?? 1_000,
     shutdownGraceMs: read(env, "SCHEDULER_SHUTDOWN_GRACE") ?? 25_000,
+    catchupPerSecond: read(env, "SCHEDULER_CATCHUP_RATE") ?? 50,
     jobDefaults: {
       maxAttempts: read(env, "SCHEDULER_DEFAULT_MAX_ATTEMPTS") ?? 5,
       backoffBaseMs: 1_000,

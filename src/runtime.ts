@@ -65,6 +65,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       skewMs: config.clockSkewMs, pollIntervalMs: config.pollIntervalMs, log, metrics,
       onQueued: () => rt.worker?.poke(),
       localWorker: rt.worker,
+      catchupPerSecond: config.catchupPerSecond,
     });
     await rt.dispatcher.begin();
   }

@@ -8,6 +8,7 @@ import type { Metrics } from "../obs/metrics.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
+import { schedulesRoutes } from "./schedules-routes.ts";
 
 export interface AppDeps {
   db: Db;
@@ -58,6 +59,7 @@ export function createApp(deps: AppDeps) {
       return next();
     });
     app.route("/v1", jobsRoutes({ db, config }));
+    app.route("/v1", schedulesRoutes({ db, config }));
   }
   return app;
 }

@@ -11,7 +11,7 @@ const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] as 
 const RESERVED_HEADER = /^(host|content-length|transfer-encoding|connection|upgrade|te|trailer|keep-alive|webhook-id|webhook-timestamp|webhook-signature|idempotency-key|scheduler-.*)$/i;
 const MAX_DURATION_MS = 366 * 86_400_000;
 
-const durationField = (max: number) =>
+export const durationField = (max: number) =>
   v.pipe(
     v.union([v.string(), v.number()], 'must be a duration like "30s" or whole milliseconds'),
     v.rawTransform(({ dataset, addIssue, NEVER }) => {
@@ -47,7 +47,7 @@ export const instantField = v.pipe(
   v.check((d) => !Number.isNaN(d.getTime()), "is not a real date"),
 );
 
-const TargetSchema = v.strictObject({
+export const TargetSchema = v.strictObject({
   url: v.pipe(
     v.string("must be a URL string"),
     v.maxLength(2048, "must be at most 2048 characters"),
@@ -68,7 +68,7 @@ const TargetSchema = v.strictObject({
   body_text: v.optional(v.string("must be a string")),
 });
 
-const RetrySchema = v.strictObject({
+export const RetrySchema = v.strictObject({
   max_attempts: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(1, "must be at least 1"), v.maxValue(1000, "must be at most 1000"))),
   base: v.optional(durationField(86_400_000)),
   max: v.optional(durationField(7 * 86_400_000)),

@@ -1,4 +1,4 @@
-import type { AttemptRow, JobRow } from "../store/types.ts";
+import type { AttemptRow, JobRow, Target } from "../store/types.ts";
 import { formatDuration } from "../time/duration.ts";
 
 // 'infinity' (a held occurrence's due_at) arrives as an Invalid Date from postgres.js and
@@ -7,12 +7,17 @@ const iso = (d: Date | number | null) => (d instanceof Date && Number.isFinite(d
 const held = (d: Date | number) => !(d instanceof Date && Number.isFinite(d.getTime()));
 
 /** The job object of API.md, snake_case. */
-export function jobView(j: JobRow, attempts?: AttemptRow[]) {
-  const target: Record<string, unknown> = { url: j.target.url, method: j.target.method, headers: j.target.headers };
-  if (j.target.body !== null) {
-    if (j.target.json) target.body = JSON.parse(j.target.body);
-    else target.body_text = j.target.body;
+export function targetView(t: Target) {
+  const target: Record<string, unknown> = { url: t.url, method: t.method, headers: t.headers };
+  if (t.body !== null) {
+    if (t.json) target.body = JSON.parse(t.body);
+    else target.body_text = t.body;
   }
+  return target;
+}
+
+export function jobView(j: JobRow, attempts?: AttemptRow[]) {
+  const target = targetView(j.target);
   return {
     id: j.id,
     tenant: j.tenant,

@@ -4,39 +4,21 @@ import type { Config } from "../config.ts";
 import type { Db } from "../store/db.ts";
 import { cancelJob, getJob, insertJobs, listAttempts, listJobs, rescheduleJob, type NewJob } from "../store/jobs.ts";
 import { JOB_STATUSES, TERMINAL } from "../store/types.ts";
-import { assertTargetAllowed, TargetRefusedError } from "../worker/target-guard.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
 import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
 import { instantField, JobInputSchema, parseOrThrow, requestHash, toTarget } from "./job-input.ts";
 import { jobView } from "./job-view.ts";
+import { IF_VERSION, queryInt as int, readJson, REASON } from "./request.ts";
+import { checkTarget } from "./target-check.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_BATCH = 1000;
-const IF_VERSION = v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number")));
-// Why the change was made: kept in the audit log.
-const REASON = v.optional(v.pipe(v.string("must be a string"), v.maxLength(1000, "must be at most 1000 characters")));
 
 export interface JobsRoutesDeps {
   db: Db;
   config: Pick<Config, "allowPrivateTargets" | "jobDefaults">;
 }
 
-async function readJson(c: Context): Promise<unknown> {
-  const text = await c.req.text();
-  if (text.trim() === "") return {};
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw badRequest("the request body is not valid JSON");
-  }
-}
-
-const int = (field: string, raw: string | undefined, min: number, max: number, dflt: number) => {
-  if (raw === undefined) return dflt;
-  const n = Number(raw);
-  if (!/^-?\d+$/.test(raw) || n < min || n > max) throw badRequest(`${field} must be a whole number from ${min} to ${max}`, field);
-  return n;
-};
 
 export function jobsRoutes(deps: JobsRoutesDeps) {
   const { db, config } = deps;
@@ -80,21 +62,6 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     };
   };
 
-  const checkTarget = async (url: string, path: string, dns: Map<string, Promise<string | null>>) => {
-    const host = new URL(url).host;
-    let verdict = dns.get(host);
-    if (!verdict) {
-      verdict = assertTargetAllowed(url, { allowPrivate: false }).then(
-        () => null,
-        // A name that does not resolve yet is not refused: it may resolve by its due time,
-        // and delivery checks again.
-        (err) => (err instanceof TargetRefusedError ? err.message : null),
-      );
-      dns.set(host, verdict);
-    }
-    const refused = await verdict;
-    if (refused) throw new ApiError(400, "target_refused", refused, path);
-  };
 
   app.post("/jobs", async (c) => {
     const p = principal(c);

@@ -8,6 +8,8 @@ import { fencingToken } from "../region/fencing.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { LeaderElector } from "./leader-elector.ts";
 import { LeaseReaper } from "./lease-reaper.ts";
+import { ScheduleGenerator } from "./schedule-generator.ts";
+import { nextFireAt } from "../store/schedules.ts";
 
 export interface DispatcherOptions {
   db: Db;
@@ -23,6 +25,8 @@ export interface DispatcherOptions {
   onQueued?: (n: number) => void;
   /** A worker in this process: due jobs go straight to it while it has room. */
   localWorker?: LocalWorker;
+  /** Catch-up occurrences released per second at most (misfire recovery). */
+  catchupPerSecond: number;
 }
 
 export interface LocalWorker {
@@ -43,6 +47,7 @@ export const DISPATCH_LEASE = "dispatch";
 export class Dispatcher extends PeriodicLoop<number> {
   readonly elector: LeaderElector;
   readonly reaper: LeaseReaper;
+  readonly generator: ScheduleGenerator;
   private unlisten: (() => Promise<void>) | undefined;
   private sleepMs = 0;
 
@@ -57,6 +62,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       log: o.log, metrics: o.metrics, isLeader: () => this.elector.current !== undefined,
       onReaped: () => this.poke(),
     });
+    this.generator = new ScheduleGenerator({ db: o.db, batch: 100, catchupPerSecond: o.catchupPerSecond, log: o.log, metrics: o.metrics });
   }
 
   async begin(): Promise<void> {
@@ -88,6 +94,8 @@ export class Dispatcher extends PeriodicLoop<number> {
       return 0;
     }
     const token = fencingToken(0, hold.epoch);
+    // Occurrences first: one due now is then claimed in this same pass.
+    const schedules = await this.generator.runOnce(hold);
     const local = this.o.localWorker;
     const room = local ? local.takeSlots(this.o.batch) : 0;
     let claimed: JobRow[];
@@ -128,12 +136,12 @@ export class Dispatcher extends PeriodicLoop<number> {
       this.o.metrics.occurrences.inc({ result: "misfired" });
       this.o.log.info({ job_id: e.id, schedule_id: e.schedule_id }, "occurrence misfired: not started in time; expired");
     }
-    if (full) {
+    if (full || schedules === 100) {
       this.sleepMs = 0;
       return claimed.length;
     }
-    const next = await nextDueAt(this.o.db);
-    const untilNext = next ? next.getTime() - Date.now() : Infinity;
+    const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db)]);
+    const untilNext = Math.min(next ? next.getTime() - Date.now() : Infinity, fire ? fire.getTime() - Date.now() : Infinity);
     // A due job that the claim did not see means our clock runs ahead of the database's:
     // wait a little rather than spin.
     this.sleepMs = untilNext <= 0 ? 5 : Math.min(this.o.pollIntervalMs, untilNext);

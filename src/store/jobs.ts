@@ -5,7 +5,8 @@ import type { AttemptRow, JobRow, Target } from "./types.ts";
 export interface NewJob {
   id: string;
   tenant: string;
-  due_at: Date;
+  /** "infinity": an occurrence held until the one before it finishes. */
+  due_at: Date | "infinity";
   priority: number;
   idempotency_key: string | null;
   request_hash: string | null;
@@ -37,7 +38,12 @@ export type InsertResult =
  */
 export async function insertJobs(db: Db, jobs: NewJob[]): Promise<InsertResult[]> {
   if (jobs.length === 0) return [];
-  return db.tx(async (q) => {
+  return db.tx((q) => insertJobsIn(q, jobs));
+}
+
+/** insertJobs inside a transaction the caller holds. */
+export async function insertJobsIn(q: Queryable, jobs: NewJob[]): Promise<InsertResult[]> {
+  {
     const inserted = await q.query<JobRow>(sql("InsertJobs"), [JSON.stringify(jobs)]);
     const byId = new Map(inserted.map((j) => [j.id, j]));
     const missingKeys = jobs.filter((j) => !byId.has(j.id) && j.idempotency_key).map((j) => j);
@@ -50,10 +56,8 @@ export async function insertJobs(db: Db, jobs: NewJob[]): Promise<InsertResult[]
         existing.set(`${row.tenant}\u0000${row.idempotency_key}`, row);
       }
     }
-    if (inserted.length > 0) {
-      const earliest = Math.min(...inserted.map((j) => j.due_at.getTime()));
-      await q.query(sql("NotifyDue"), [String(earliest)]);
-    }
+    const dues = inserted.map((j) => (j.due_at instanceof Date ? j.due_at.getTime() : NaN)).filter(Number.isFinite);
+    if (dues.length > 0) await q.query(sql("NotifyDue"), [String(Math.min(...dues))]);
     return jobs.map((j): InsertResult => {
       const row = byId.get(j.id);
       if (row) return { kind: "created", job: row };
@@ -66,7 +70,7 @@ export async function insertJobs(db: Db, jobs: NewJob[]): Promise<InsertResult[]
       }
       return { kind: first.request_hash === j.request_hash ? "existing" : "conflict", job: first };
     });
-  });
+  }
 }
 
 export async function getJob(db: Queryable, id: string, tenant: string | null): Promise<JobRow | undefined> {

@@ -1,0 +1,108 @@
+-- name: InsertSchedule
+-- A repeated id in the tenant inserts nothing (the caller answers 409).
+INSERT INTO schedules (tenant, id, cron, timezone, dst_gap, dst_fold, target, priority,
+  max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms, misfire, misfire_grace_ms,
+  catchup_window_ms, overlap, max_queued, window_ms, paused, start_at, end_at, next_fire_at)
+SELECT r.tenant, r.id, r.cron, r.timezone, r.dst_gap, r.dst_fold, r.target, r.priority,
+  r.max_attempts, r.backoff_base_ms, r.backoff_max_ms, r.timeout_ms, r.misfire, r.misfire_grace_ms,
+  r.catchup_window_ms, r.overlap, r.max_queued, r.window_ms, r.paused, r.start_at, r.end_at, r.next_fire_at
+FROM jsonb_to_record($1::text::jsonb) AS r(tenant text, id text, cron text, timezone text,
+  dst_gap text, dst_fold text, target jsonb, priority int, max_attempts int,
+  backoff_base_ms bigint, backoff_max_ms bigint, timeout_ms bigint, misfire text,
+  misfire_grace_ms bigint, catchup_window_ms bigint, overlap text, max_queued int,
+  window_ms bigint, paused boolean, start_at timestamptz, end_at timestamptz,
+  next_fire_at timestamptz)
+ON CONFLICT (tenant, id) DO NOTHING
+RETURNING *;
+
+-- name: GetSchedule
+SELECT * FROM schedules WHERE tenant = $1 AND id = $2;
+
+-- name: GetScheduleForUpdate
+SELECT * FROM schedules WHERE tenant = $1 AND id = $2 FOR UPDATE;
+
+-- name: ListSchedules
+-- Keyset pagination on (tenant, id). Bounded by $4.
+SELECT * FROM schedules
+WHERE ($1::text IS NULL OR tenant = $1)
+  AND ($2::text IS NULL OR (tenant, id) > ($2, $3::text))
+ORDER BY tenant, id
+LIMIT $4;
+
+-- name: ReplaceSchedule
+-- Writes every mutable field (the caller merged the patch) and bumps the version.
+UPDATE schedules s SET
+  cron = r.cron, timezone = r.timezone, dst_gap = r.dst_gap, dst_fold = r.dst_fold,
+  target = r.target, priority = r.priority, max_attempts = r.max_attempts,
+  backoff_base_ms = r.backoff_base_ms, backoff_max_ms = r.backoff_max_ms,
+  timeout_ms = r.timeout_ms, misfire = r.misfire, misfire_grace_ms = r.misfire_grace_ms,
+  catchup_window_ms = r.catchup_window_ms, overlap = r.overlap, max_queued = r.max_queued,
+  window_ms = r.window_ms, paused = r.paused, paused_reason = r.paused_reason,
+  start_at = r.start_at, end_at = r.end_at, next_fire_at = r.next_fire_at,
+  version = s.version + 1, updated_at = now()
+FROM jsonb_to_record($1::text::jsonb) AS r(tenant text, id text, cron text, timezone text,
+  dst_gap text, dst_fold text, target jsonb, priority int, max_attempts int,
+  backoff_base_ms bigint, backoff_max_ms bigint, timeout_ms bigint, misfire text,
+  misfire_grace_ms bigint, catchup_window_ms bigint, overlap text, max_queued int,
+  window_ms bigint, paused boolean, paused_reason text, start_at timestamptz,
+  end_at timestamptz, next_fire_at timestamptz, version int)
+WHERE s.tenant = r.tenant AND s.id = r.id AND s.version = r.version
+RETURNING s.*;
+
+-- name: DeleteSchedule
+DELETE FROM schedules WHERE tenant = $1 AND id = $2 RETURNING *;
+
+-- name: CancelPendingOccurrences
+-- A deleted schedule fires no more: its occurrences not yet running are cancelled.
+UPDATE jobs SET status = 'cancelled', version = version + 1, finished_at = now(),
+  updated_at = now(), lease_owner = NULL, lease_until = NULL
+WHERE tenant = $1 AND schedule_id = $2 AND status IN ('scheduled', 'queued')
+RETURNING id;
+
+-- name: NotifyScheduleDue
+SELECT pg_notify('scheduler_due', $1::text);
+
+-- name: LockDispatchLease
+-- Fencing for occurrence generation: the whole transaction runs under this shared lock on
+-- the lease row, so a takeover waits for it to commit, and a stale leader finds no row.
+SELECT 1 AS ok FROM leases
+WHERE name = $1 AND owner = $2 AND epoch = $3 AND lease_until > now()
+FOR SHARE;
+
+-- name: DueSchedules
+SELECT *, now() AS db_now FROM schedules
+WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at <= now()
+ORDER BY next_fire_at
+LIMIT $1
+FOR UPDATE SKIP LOCKED;
+
+-- name: NextFireAt
+SELECT next_fire_at FROM schedules
+WHERE NOT paused AND next_fire_at IS NOT NULL
+ORDER BY next_fire_at LIMIT 1;
+
+-- name: ActiveOccurrences
+-- In progress (waiting, queued, running) and held (waiting for the one before).
+SELECT count(*) FILTER (WHERE due_at <> 'infinity') AS active,
+       count(*) FILTER (WHERE due_at = 'infinity') AS held
+FROM jobs
+WHERE tenant = $1 AND schedule_id = $2 AND status IN ('scheduled', 'queued', 'running');
+
+-- name: ExpireCoalesced
+-- fire_once: older occurrences not yet started give way to the most recent missed one.
+UPDATE jobs SET status = 'expired', finished_at = now(), updated_at = now(),
+  lease_owner = NULL, lease_until = NULL, dead_reason = 'misfire',
+  last_error = 'misfire: coalesced into a later occurrence (fire_once)'
+WHERE tenant = $1 AND schedule_id = $2 AND status IN ('scheduled', 'queued')
+  AND calls = 0 AND nominal_time < $3
+RETURNING id;
+
+-- name: AdvanceSchedule
+UPDATE schedules SET next_fire_at = $3, last_nominal_at = coalesce($4, last_nominal_at),
+  occurrences_generated = occurrences_generated + $5,
+  occurrences_skipped = occurrences_skipped + $6,
+  occurrences_misfired = occurrences_misfired + $7,
+  last_skip_at = CASE WHEN $6 > 0 THEN now() ELSE last_skip_at END,
+  last_skip_reason = CASE WHEN $6 > 0 THEN $8 ELSE last_skip_reason END,
+  updated_at = now()
+WHERE tenant = $1 AND id = $2;

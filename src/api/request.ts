@@ -1,0 +1,25 @@
+import type { Context } from "hono";
+import * as v from "valibot";
+import { badRequest } from "./errors.ts";
+
+/** The JSON body; an empty body is an empty object (for POSTs like /cancel). */
+export async function readJson(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim() === "") return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw badRequest("the request body is not valid JSON");
+  }
+}
+
+export function queryInt(field: string, raw: string | undefined, min: number, max: number, dflt: number): number {
+  if (raw === undefined) return dflt;
+  const n = Number(raw);
+  if (!/^-?\d+$/.test(raw) || n < min || n > max) throw badRequest(`${field} must be a whole number from ${min} to ${max}`, field);
+  return n;
+}
+
+export const IF_VERSION = v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number")));
+// Why the change was made: kept in the audit log.
+export const REASON = v.optional(v.pipe(v.string("must be a string"), v.maxLength(1000, "must be at most 1000 characters")));

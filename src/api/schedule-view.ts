@@ -1,0 +1,41 @@
+import type { ScheduleRow } from "../store/schedules.ts";
+import type { CronRule } from "../time/cron-rule.ts";
+import { formatDuration } from "../time/duration.ts";
+import { targetView } from "./job-view.ts";
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+const dur = (ms: string | number) => formatDuration(Number(ms));
+
+/** The schedule object: what was asked, the effective DST policy and the generation state. */
+export function scheduleView(s: ScheduleRow, rule: CronRule) {
+  return {
+    id: s.id,
+    tenant: s.tenant,
+    cron: s.cron,
+    timezone: s.timezone,
+    dst: { gap: rule.gap, fold: rule.fold },
+    target: targetView(s.target),
+    retry: { max_attempts: s.max_attempts, base: dur(s.backoff_base_ms), max: dur(s.backoff_max_ms) },
+    timeout: dur(s.timeout_ms),
+    priority: s.priority,
+    misfire: s.misfire,
+    misfire_grace: s.misfire_grace_ms === null ? null : dur(s.misfire_grace_ms),
+    catchup_window: dur(s.catchup_window_ms),
+    overlap: s.overlap,
+    max_queued: s.max_queued,
+    window: dur(s.window_ms),
+    paused: s.paused,
+    paused_reason: s.paused_reason,
+    start_at: iso(s.start_at),
+    end_at: iso(s.end_at),
+    next_fire_at: iso(s.next_fire_at),
+    next_fire_local: s.next_fire_at ? rule.local(s.next_fire_at.getTime()) : null,
+    last_nominal_at: iso(s.last_nominal_at),
+    occurrences: { generated: Number(s.occurrences_generated), skipped: Number(s.occurrences_skipped), misfired: Number(s.occurrences_misfired) },
+    last_skip_at: iso(s.last_skip_at),
+    last_skip_reason: s.last_skip_reason,
+    version: s.version,
+    created_at: iso(s.created_at),
+    updated_at: iso(s.updated_at),
+  };
+}

@@ -1,0 +1,226 @@
+import { Hono, type Context } from "hono";
+import type { Config } from "../config.ts";
+import type { Db } from "../store/db.ts";
+import { insertAudit, insertJobs } from "../store/jobs.ts";
+import { deleteSchedule, fieldsOf, getSchedule, insertSchedule, listSchedules, updateSchedule, type ScheduleFields, type ScheduleRow } from "../store/schedules.ts";
+import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
+import { badRequest, conflict, notFound } from "./errors.ts";
+import { parseOrThrow, toTarget } from "./job-input.ts";
+import { jobView } from "./job-view.ts";
+import { IF_VERSION, queryInt, readJson, REASON } from "./request.ts";
+import { firstFire, ruleOrThrow, SCHEDULE_ID, ScheduleCreateSchema, SchedulePatchSchema } from "./schedule-input.ts";
+import { scheduleView } from "./schedule-view.ts";
+import { checkTarget } from "./target-check.ts";
+import * as v from "valibot";
+
+const DAY = 86_400_000;
+const MAX_PREVIEW = 1000;
+
+export interface SchedulesRoutesDeps {
+  db: Db;
+  config: Pick<Config, "allowPrivateTargets" | "jobDefaults">;
+}
+
+const rowRule = (s: ScheduleRow | ScheduleFields) => ruleOrThrow(s.cron, s.timezone, { gap: s.dst_gap, fold: s.dst_fold });
+const view = (s: ScheduleRow) => scheduleView(s, rowRule(s));
+
+export function schedulesRoutes(deps: SchedulesRoutesDeps) {
+  const { db, config } = deps;
+  const app = new Hono<AppEnv>();
+  const principal = (c: Context<AppEnv>): Principal => c.get("principal");
+  /** Schedules live in one tenant: the token's, or for an all-tenant token ?tenant= (default "default"). */
+  const tenantOf = (c: Context<AppEnv>) => tenantFilter(principal(c)) ?? c.req.query("tenant") ?? "default";
+  const idOf = (c: Context<AppEnv>) => {
+    const id = c.req.param("id")!;
+    if (!SCHEDULE_ID.test(id)) throw notFound(`schedule ${id}`);
+    return id;
+  };
+  const by = (c: Context<AppEnv>, reason?: string | null) => ({ actor: principal(c).actor, reason: reason ?? null });
+
+  /** Checks a complete set of fields; throws 400 naming the field. */
+  const validate = async (f: ScheduleFields) => {
+    const rule = rowRule(f);
+    if (f.start_at && f.end_at && f.end_at.getTime() <= f.start_at.getTime()) throw badRequest("end_at must be after start_at", "end_at");
+    if (f.backoff_max_ms < f.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", "retry.max");
+    if (!config.allowPrivateTargets) await checkTarget(f.target.url, "target.url", new Map());
+    return rule;
+  };
+
+  app.post("/schedules", async (c) => {
+    const p = principal(c);
+    requireScope(p, "jobs:write");
+    const body = parseOrThrow(ScheduleCreateSchema, await readJson(c));
+    const d = config.jobDefaults;
+    const fields: ScheduleFields = {
+      tenant: tenantForCreate(p, body.tenant),
+      id: body.id ?? `sch_${Bun.randomUUIDv7()}`,
+      cron: body.cron.trim(),
+      timezone: body.timezone ?? "UTC",
+      dst_gap: body.dst?.gap ?? null,
+      dst_fold: body.dst?.fold ?? null,
+      target: toTarget(body.target),
+      priority: body.priority ?? 0,
+      max_attempts: body.retry?.max_attempts ?? d.maxAttempts,
+      backoff_base_ms: body.retry?.base ?? d.backoffBaseMs,
+      backoff_max_ms: body.retry?.max ?? d.backoffMaxMs,
+      timeout_ms: body.timeout ?? d.timeoutMs,
+      misfire: body.misfire ?? "fire_once",
+      misfire_grace_ms: body.misfire_grace ?? null,
+      catchup_window_ms: body.catchup_window ?? DAY,
+      overlap: body.overlap ?? "skip",
+      max_queued: body.max_queued ?? 1,
+      window_ms: body.window ?? 0,
+      paused: body.paused ?? false,
+      start_at: body.start_at ?? null,
+      end_at: body.end_at ?? null,
+      next_fire_at: null,
+    };
+    const rule = await validate(fields);
+    fields.next_fire_at = firstFire(rule, Date.now(), fields.start_at, fields.end_at);
+    const row = await insertSchedule(db, fields, by(c));
+    if (!row) throw conflict("schedule_exists", `schedule ${fields.id} already exists in tenant ${fields.tenant}`);
+    return c.json(view(row), 201);
+  });
+
+  app.get("/schedules", async (c) => {
+    const p = principal(c);
+    requireScope(p, "jobs:read");
+    const limit = queryInt("limit", c.req.query("limit"), 1, 1000, 100);
+    const cursor = c.req.query("cursor");
+    let after: { tenant: string; id: string } | null = null;
+    if (cursor) {
+      try {
+        const [tenant, id] = JSON.parse(Buffer.from(cursor, "base64url").toString()) as [string, string];
+        if (typeof tenant !== "string" || typeof id !== "string") throw new Error();
+        after = { tenant, id };
+      } catch {
+        throw badRequest("cursor is not one this API gave out", "cursor");
+      }
+    }
+    const tenant = tenantFilter(p) ?? c.req.query("tenant") ?? null;
+    const rows = await listSchedules(db, { tenant, after, limit: limit + 1 });
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return c.json({
+      items: page.map(view),
+      next_cursor: rows.length > limit && last ? Buffer.from(JSON.stringify([last.tenant, last.id])).toString("base64url") : null,
+    });
+  });
+
+  app.get("/schedules/:id", async (c) => {
+    requireScope(principal(c), "jobs:read");
+    const row = await getSchedule(db, tenantOf(c), idOf(c));
+    if (!row) throw notFound(`schedule ${c.req.param("id")}`);
+    const n = queryInt("preview", c.req.query("preview"), 0, MAX_PREVIEW, 0);
+    const rule = rowRule(row);
+    const out: Record<string, unknown> = scheduleView(row, rule);
+    if (n > 0) {
+      // The next N fire instants from max(now, start_at), each with its UTC offset.
+      const from = Math.max(Date.now(), row.start_at ? row.start_at.getTime() - 1 : 0);
+      out.preview = rule.next(n, from, row.end_at?.getTime() ?? Infinity).map((ms) => ({ at: new Date(ms).toISOString(), local: rule.local(ms) }));
+    }
+    return c.json(out);
+  });
+
+  app.patch("/schedules/:id", async (c) => {
+    requireScope(principal(c), "jobs:write");
+    const body = parseOrThrow(SchedulePatchSchema, await readJson(c));
+    const tenant = tenantOf(c);
+    const id = idOf(c);
+    const newTarget = body.target ? toTarget(body.target) : undefined;
+    if (newTarget && !config.allowPrivateTargets) await checkTarget(newTarget.url, "target.url", new Map());
+    const result = await updateSchedule(db, tenant, id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.updated" }, (cur) => {
+      const f = fieldsOf(cur);
+      const next: ScheduleFields = {
+        ...f,
+        cron: body.cron?.trim() ?? f.cron,
+        timezone: body.timezone ?? f.timezone,
+        dst_gap: body.dst ? body.dst.gap ?? null : f.dst_gap,
+        dst_fold: body.dst ? body.dst.fold ?? null : f.dst_fold,
+        target: newTarget ?? f.target,
+        priority: body.priority ?? f.priority,
+        max_attempts: body.retry?.max_attempts ?? f.max_attempts,
+        backoff_base_ms: body.retry?.base ?? f.backoff_base_ms,
+        backoff_max_ms: body.retry?.max ?? f.backoff_max_ms,
+        timeout_ms: body.timeout ?? f.timeout_ms,
+        misfire: body.misfire ?? f.misfire,
+        misfire_grace_ms: body.misfire_grace !== undefined ? body.misfire_grace : f.misfire_grace_ms,
+        catchup_window_ms: body.catchup_window ?? f.catchup_window_ms,
+        overlap: body.overlap ?? f.overlap,
+        max_queued: body.max_queued ?? f.max_queued,
+        window_ms: body.window ?? f.window_ms,
+        paused: body.paused ?? f.paused,
+        paused_reason: body.paused === false ? null : f.paused_reason,
+        start_at: body.start_at !== undefined ? body.start_at : f.start_at,
+        end_at: body.end_at !== undefined ? body.end_at : f.end_at,
+      };
+      const rule = rowRule(next);
+      if (next.start_at && next.end_at && next.end_at.getTime() <= next.start_at.getTime()) throw badRequest("end_at must be after start_at", "end_at");
+      if (next.backoff_max_ms < next.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", "retry.max");
+      // A new rule starts afresh from now: what the old rule missed is not the new one's.
+      const ruleChanged = next.cron !== f.cron || next.timezone !== f.timezone || next.dst_gap !== f.dst_gap || next.dst_fold !== f.dst_fold
+        || next.start_at?.getTime() !== f.start_at?.getTime() || next.end_at?.getTime() !== f.end_at?.getTime();
+      if (ruleChanged) next.next_fire_at = firstFire(rule, Date.now(), next.start_at, next.end_at);
+      return next;
+    });
+    return c.json(answer(result, id));
+  });
+
+  const answer = (r: Awaited<ReturnType<typeof updateSchedule>>, id: string) => {
+    if (r.kind === "missing") throw notFound(`schedule ${id}`);
+    if (r.kind === "version") throw conflict("version_mismatch", `schedule ${id} is at version ${r.current}`);
+    return view(r.row);
+  };
+
+  const ActionBody = v.strictObject({ if_version: IF_VERSION, reason: REASON });
+
+  app.post("/schedules/:id/pause", async (c) => {
+    requireScope(principal(c), "jobs:write");
+    const body = parseOrThrow(ActionBody, await readJson(c));
+    const id = idOf(c);
+    const r = await updateSchedule(db, tenantOf(c), id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.paused" }, (cur) => ({
+      ...fieldsOf(cur), paused: true, paused_reason: body.reason ?? "paused by request",
+    }));
+    return c.json(answer(r, id));
+  });
+
+  app.post("/schedules/:id/resume", async (c) => {
+    requireScope(principal(c), "jobs:write");
+    const body = parseOrThrow(ActionBody, await readJson(c));
+    const id = idOf(c);
+    // next_fire_at stays where it stopped: the misfire policy decides what the pause missed.
+    const r = await updateSchedule(db, tenantOf(c), id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.resumed" }, (cur) => ({
+      ...fieldsOf(cur), paused: false, paused_reason: null,
+    }));
+    return c.json(answer(r, id));
+  });
+
+  app.delete("/schedules/:id", async (c) => {
+    requireScope(principal(c), "jobs:write");
+    const id = idOf(c);
+    const r = await deleteSchedule(db, tenantOf(c), id, by(c, c.req.query("reason")));
+    if (!r) throw notFound(`schedule ${id}`);
+    return c.json({ id, tenant: r.row.tenant, deleted: true, cancelled_occurrences: r.cancelled });
+  });
+
+  app.post("/schedules/:id/trigger", async (c) => {
+    requireScope(principal(c), "jobs:write");
+    const body = parseOrThrow(v.strictObject({ reason: REASON }), await readJson(c));
+    const id = idOf(c);
+    const s = await getSchedule(db, tenantOf(c), id);
+    if (!s) throw notFound(`schedule ${id}`);
+    // A manual run now, outside the rule: its nominal time is now, and overlap does not apply.
+    const now = new Date();
+    const [r] = await insertJobs(db, [{
+      id: Bun.randomUUIDv7(), tenant: s.tenant, due_at: now, priority: s.priority,
+      idempotency_key: `${s.id}@${now.toISOString()}`, request_hash: null, schedule_id: s.id, nominal_time: now,
+      target: s.target, max_attempts: s.max_attempts, backoff_base_ms: Number(s.backoff_base_ms),
+      backoff_max_ms: Number(s.backoff_max_ms), timeout_ms: Number(s.timeout_ms), expires_at: null,
+      window_ms: 0, async: false,
+    }]);
+    await insertAudit(db, { actor: principal(c).actor, tenant: s.tenant, action: "schedule.triggered", objectId: s.id, reason: body.reason ?? null, details: { job_id: r.job.id } });
+    return c.json(jobView(r.job), 201);
+  });
+
+  return app;
+}

@@ -1,0 +1,139 @@
+import type { Db, Queryable } from "../store/db.ts";
+import { insertJobsIn, type NewJob } from "../store/jobs.ts";
+import type { LeaseHold } from "../store/leases.ts";
+import type { ScheduleRow } from "../store/schedules.ts";
+import { sql } from "../store/sql.ts";
+import type { Logger } from "../obs/log.ts";
+import type { Metrics } from "../obs/metrics.ts";
+import { CronRule } from "../time/cron-rule.ts";
+import { planOccurrences, type Occurrence } from "./occurrence-plan.ts";
+
+export interface ScheduleGeneratorOptions {
+  db: Db;
+  /** Schedules per transaction. */
+  batch: number;
+  /** Catch-up occurrences released per second at most, across all schedules. */
+  catchupPerSecond: number;
+  log: Logger;
+  metrics: Metrics;
+}
+
+const MAX_SCAN = 20_000;
+
+/**
+ * Turns due schedules into occurrence jobs, fenced like claims: the transaction holds a
+ * shared lock on the dispatch lease row naming this holder and epoch, so a stale leader
+ * generates nothing and a takeover waits for it to commit. Each occurrence is unique per
+ * (schedule, nominal time) and inserted ON CONFLICT DO NOTHING; next_fire_at advances in
+ * the same transaction.
+ */
+export class ScheduleGenerator {
+  private rules = new Map<string, CronRule>();
+  /** Earliest instant (epoch ms) the next catch-up occurrence may be due: a rate limit. */
+  private catchupCursor = 0;
+
+  constructor(private readonly o: ScheduleGeneratorOptions) {}
+
+  /** One pass; returns how many schedules were processed. */
+  async runOnce(hold: LeaseHold): Promise<number> {
+    return this.o.db.tx(async (q) => {
+      const fenced = await q.query(sql("LockDispatchLease"), [hold.name, hold.owner, hold.epoch]);
+      if (fenced.length === 0) return 0;
+      const due = await q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [this.o.batch]);
+      for (const s of due) await this.generate(q, s, s.db_now.getTime());
+      return due.length;
+    });
+  }
+
+  private rule(s: ScheduleRow): CronRule {
+    const key = `${s.cron}\u0000${s.timezone}\u0000${s.dst_gap}\u0000${s.dst_fold}`;
+    let r = this.rules.get(key);
+    if (!r) {
+      r = new CronRule({ cron: s.cron, timezone: s.timezone, dst: { gap: s.dst_gap ?? undefined, fold: s.dst_fold ?? undefined } });
+      if (this.rules.size > 10_000) this.rules.clear();
+      this.rules.set(key, r);
+    }
+    return r;
+  }
+
+  private async generate(q: Queryable, s: ScheduleRow, nowMs: number): Promise<void> {
+    const plan = planOccurrences({
+      rule: this.rule(s), nextFireAt: s.next_fire_at!.getTime(), nowMs, misfire: s.misfire,
+      misfireGraceMs: s.misfire_grace_ms === null ? null : Number(s.misfire_grace_ms),
+      catchupWindowMs: Number(s.catchup_window_ms), endAt: s.end_at?.getTime() ?? null, maxScan: MAX_SCAN,
+    });
+    let misfired = plan.misfired;
+    if (plan.coalesceBefore !== null) {
+      misfired += (await q.query(sql("ExpireCoalesced"), [s.tenant, s.id, new Date(plan.coalesceBefore)])).length;
+    }
+    let active = 0;
+    let held = 0;
+    if (s.overlap !== "allow" && plan.create.length > 0) {
+      const c = (await q.query<{ active: string; held: string }>(sql("ActiveOccurrences"), [s.tenant, s.id]))[0];
+      active = Number(c.active);
+      held = Number(c.held);
+    }
+    const jobs: NewJob[] = [];
+    let skipped = 0;
+    for (const occ of plan.create) {
+      if (s.overlap === "allow" || active === 0) {
+        jobs.push(this.occurrenceJob(s, occ, nowMs, false));
+        active++;
+      } else if (s.overlap === "queue" && held < s.max_queued) {
+        jobs.push(this.occurrenceJob(s, occ, nowMs, true));
+        held++;
+      } else {
+        skipped++;
+        this.o.log.info({ schedule_id: s.id, tenant: s.tenant, nominal_time: new Date(occ.nominal).toISOString(), overlap: s.overlap }, "occurrence skipped: the previous one is still in progress");
+      }
+    }
+    const inserted = jobs.length > 0 ? await insertJobsIn(q, jobs) : [];
+    const created = inserted.filter((r) => r.kind === "created").length;
+    await q.query(sql("AdvanceSchedule"), [
+      s.tenant, s.id, plan.nextFireAt === null ? null : new Date(plan.nextFireAt),
+      plan.lastNominal === null ? null : new Date(plan.lastNominal), created, skipped, misfired,
+      skipped > 0 ? `overlap=${s.overlap}: the previous occurrence was still in progress` : null,
+    ]);
+    if (created) this.o.metrics.occurrences.inc({ result: "generated" }, created);
+    if (skipped) this.o.metrics.occurrences.inc({ result: "skipped_overlap" }, skipped);
+    if (misfired) {
+      this.o.metrics.occurrences.inc({ result: "misfired" }, misfired);
+      this.o.log.info({ schedule_id: s.id, tenant: s.tenant, misfired, policy: s.misfire }, "occurrences misfired");
+    }
+  }
+
+  private occurrenceJob(s: ScheduleRow, occ: Occurrence, nowMs: number, heldBack: boolean): NewJob {
+    const nominal = new Date(occ.nominal);
+    const windowMs = Number(s.window_ms);
+    let due = occ.nominal + Math.floor(Math.random() * (windowMs + 1));
+    if (occ.late) {
+      // Catch-up is released at a bounded rate, never as one burst.
+      due = Math.max(due, nowMs, this.catchupCursor);
+      this.catchupCursor = due + 1000 / this.o.catchupPerSecond;
+    }
+    const startWithin = s.misfire === "skip" ? occ.graceMs : Number(s.catchup_window_ms);
+    return {
+      id: Bun.randomUUIDv7(),
+      tenant: s.tenant,
+      // Held until the occurrence before it finishes (a trigger releases it).
+      due_at: heldBack ? "infinity" : new Date(due),
+      scheduled_for: new Date(due),
+      priority: s.priority,
+      idempotency_key: `${s.id}@${nominal.toISOString()}`,
+      request_hash: null,
+      schedule_id: s.id,
+      nominal_time: nominal,
+      target: s.target,
+      max_attempts: s.max_attempts,
+      backoff_base_ms: Number(s.backoff_base_ms),
+      backoff_max_ms: Number(s.backoff_max_ms),
+      timeout_ms: Number(s.timeout_ms),
+      expires_at: null,
+      window_ms: windowMs,
+      async: false,
+      start_by: new Date(Math.max(occ.nominal + startWithin, occ.late ? due + occ.graceMs : 0)),
+      catchup_after: new Date(occ.nominal + occ.graceMs),
+      catchup: occ.late,
+    };
+  }
+}

@@ -1,0 +1,126 @@
+import type { Db, Queryable } from "./db.ts";
+import { insertAudit, type Actor } from "./jobs.ts";
+import { sql } from "./sql.ts";
+import type { Target } from "./types.ts";
+
+export type Misfire = "skip" | "fire_once" | "fire_all";
+export type Overlap = "allow" | "skip" | "queue";
+
+/** What a schedule holds, as written. Durations in ms, instants as Date. */
+export interface ScheduleFields {
+  tenant: string;
+  id: string;
+  cron: string;
+  timezone: string;
+  dst_gap: "shift" | "skip" | null;
+  dst_fold: "first" | "last" | "both" | null;
+  target: Target;
+  priority: number;
+  max_attempts: number;
+  backoff_base_ms: number;
+  backoff_max_ms: number;
+  timeout_ms: number;
+  misfire: Misfire;
+  misfire_grace_ms: number | null;
+  catchup_window_ms: number;
+  overlap: Overlap;
+  max_queued: number;
+  window_ms: number;
+  paused: boolean;
+  paused_reason?: string | null;
+  start_at: Date | null;
+  end_at: Date | null;
+  next_fire_at: Date | null;
+}
+
+export interface ScheduleRow extends Omit<ScheduleFields, "backoff_base_ms" | "backoff_max_ms" | "timeout_ms" | "misfire_grace_ms" | "catchup_window_ms" | "window_ms"> {
+  backoff_base_ms: string;
+  backoff_max_ms: string;
+  timeout_ms: string;
+  misfire_grace_ms: string | null;
+  catchup_window_ms: string;
+  window_ms: string;
+  paused_reason: string | null;
+  last_nominal_at: Date | null;
+  occurrences_generated: string;
+  occurrences_skipped: string;
+  occurrences_misfired: string;
+  last_skip_at: Date | null;
+  last_skip_reason: string | null;
+  version: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** A row back into the fields it was written from (for merging a patch). */
+export function fieldsOf(r: ScheduleRow): ScheduleFields {
+  return {
+    tenant: r.tenant, id: r.id, cron: r.cron, timezone: r.timezone, dst_gap: r.dst_gap, dst_fold: r.dst_fold,
+    target: r.target, priority: r.priority, max_attempts: r.max_attempts,
+    backoff_base_ms: Number(r.backoff_base_ms), backoff_max_ms: Number(r.backoff_max_ms), timeout_ms: Number(r.timeout_ms),
+    misfire: r.misfire, misfire_grace_ms: r.misfire_grace_ms === null ? null : Number(r.misfire_grace_ms),
+    catchup_window_ms: Number(r.catchup_window_ms), overlap: r.overlap, max_queued: r.max_queued,
+    window_ms: Number(r.window_ms), paused: r.paused, paused_reason: r.paused_reason,
+    start_at: r.start_at, end_at: r.end_at, next_fire_at: r.next_fire_at,
+  };
+}
+
+const wake = async (q: Queryable, next: Date | null) => {
+  if (next) await q.query(sql("NotifyScheduleDue"), [String(next.getTime())]);
+};
+
+/** Inserts a schedule; undefined when the id is taken in the tenant. */
+export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor): Promise<ScheduleRow | undefined> {
+  return db.tx(async (q) => {
+    const row = (await q.query<ScheduleRow>(sql("InsertSchedule"), [JSON.stringify(s)]))[0];
+    if (!row) return undefined;
+    await wake(q, row.next_fire_at);
+    await insertAudit(q, { actor: by.actor, tenant: row.tenant, action: "schedule.created", objectId: row.id, reason: by.reason ?? null });
+    return row;
+  });
+}
+
+export async function getSchedule(db: Queryable, tenant: string, id: string): Promise<ScheduleRow | undefined> {
+  return (await db.query<ScheduleRow>(sql("GetSchedule"), [tenant, id]))[0];
+}
+
+export async function listSchedules(db: Queryable, p: { tenant: string | null; after: { tenant: string; id: string } | null; limit: number }) {
+  return db.query<ScheduleRow>(sql("ListSchedules"), [p.tenant, p.after?.tenant ?? null, p.after?.id ?? null, p.limit]);
+}
+
+export type UpdateResult = { kind: "updated"; row: ScheduleRow } | { kind: "missing" } | { kind: "version"; current: number };
+
+/**
+ * Reads the schedule under a row lock, lets `change` compute the new fields, writes them with
+ * version + 1. `ifVersion` makes it conditional.
+ */
+export async function updateSchedule(
+  db: Db, tenant: string, id: string, ifVersion: number | null, by: Actor & { action: string },
+  change: (current: ScheduleRow) => ScheduleFields,
+): Promise<UpdateResult> {
+  return db.tx(async (q) => {
+    const current = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
+    if (!current) return { kind: "missing" };
+    if (ifVersion !== null && current.version !== ifVersion) return { kind: "version", current: current.version };
+    const next = change(current);
+    const row = (await q.query<ScheduleRow>(sql("ReplaceSchedule"), [JSON.stringify({ ...next, version: current.version })]))[0];
+    if (!row) return { kind: "version", current: current.version };
+    if (!row.paused) await wake(q, row.next_fire_at);
+    await insertAudit(q, { actor: by.actor, tenant, action: by.action, objectId: id, reason: by.reason ?? null, details: { version: row.version } });
+    return { kind: "updated", row };
+  });
+}
+
+export async function deleteSchedule(db: Db, tenant: string, id: string, by: Actor): Promise<{ row: ScheduleRow; cancelled: number } | undefined> {
+  return db.tx(async (q) => {
+    const row = (await q.query<ScheduleRow>(sql("DeleteSchedule"), [tenant, id]))[0];
+    if (!row) return undefined;
+    const cancelled = await q.query(sql("CancelPendingOccurrences"), [tenant, id]);
+    await insertAudit(q, { actor: by.actor, tenant, action: "schedule.deleted", objectId: id, reason: by.reason ?? null, details: { cancelled_occurrences: cancelled.length } });
+    return { row, cancelled: cancelled.length };
+  });
+}
+
+export async function nextFireAt(db: Queryable): Promise<Date | undefined> {
+  return (await db.query<{ next_fire_at: Date }>(sql("NextFireAt")))[0]?.next_fire_at;
+}
