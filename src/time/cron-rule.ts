@@ -91,10 +91,12 @@ export class CronRule {
       // Past a transition (and its gap) the earlier offset names no more instants.
       if (before && z.tt !== null && z.offAfter !== z.offBefore && inst >= z.tt + Math.abs(z.offAfter - z.offBefore)) return best;
       if (inst < z.lo || inst > z.hi) {
-        // Beyond the span the offsets describe: ask Temporal, and end the stream here.
+        // Beyond the span the offsets describe: ask Temporal; the first wall time that names
+        // an instant ends the stream.
         const found = this.resolve(fakeUtcToWall(w)).filter((x) => x > afterMs);
-        const m = found.length ? Math.min(...found) : null;
-        return m !== null && (best === null || m < best) ? m : best;
+        if (found.length === 0) continue; // e.g. a wall time in a gap under dst.gap=skip
+        const m = Math.min(...found);
+        return best === null || m < best ? m : best;
       }
       if (inst <= afterMs) continue;
       const offAt = (x: number) => (z.tt === null || x < z.tt ? z.offBefore : z.offAfter);
