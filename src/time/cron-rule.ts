@@ -21,6 +21,8 @@ const FIXED_NICKNAMES = new Set(["@yearly", "@annually", "@monthly", "@weekly", 
 const MAX_SCAN = 100_000;
 const DAY = 86_400_000;
 const HALF_DAY = DAY / 2;
+/** More than any UTC-offset change (zones shift by at most a few hours at once). */
+const EDGE_MS = 4 * 3600 * 1000;
 
 interface Offsets {
   /** Span of instants these offsets describe. */
@@ -90,7 +92,9 @@ export class CronRule {
       if (best !== null && inst >= best) return best;
       // Past a transition (and its gap) the earlier offset names no more instants.
       if (before && z.tt !== null && z.offAfter !== z.offBefore && inst >= z.tt + Math.abs(z.offAfter - z.offBefore)) return best;
-      if (inst < z.lo || inst > z.hi) {
+      // Near the span's ends a wall time's other reading (a fold's second instant) may lie
+      // outside it, where the offsets are unknown: let Temporal decide there.
+      if (inst < z.lo + EDGE_MS || inst > z.hi - EDGE_MS) {
         // Beyond the span the offsets describe: ask Temporal; the first wall time that names
         // an instant ends the stream.
         const found = this.resolve(fakeUtcToWall(w)).filter((x) => x > afterMs);
