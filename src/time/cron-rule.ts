@@ -19,6 +19,8 @@ export class CronRuleError extends Error {
 
 const FIXED_NICKNAMES = new Set(["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight"]);
 const MAX_SCAN = 100_000;
+/** Spans of two days to hop through before giving up (a rule that names a day once in years). */
+const MAX_HOPS = 4000;
 const DAY = 86_400_000;
 const HALF_DAY = DAY / 2;
 /** More than any UTC-offset change (zones shift by at most a few hours at once). */
@@ -70,38 +72,48 @@ export class CronRule {
 
   /** The first fire instant strictly after `after` (epoch ms), or null if there is none. */
   nextAfter(afterMs: number): number | null {
-    const z = this.offsetsAround(afterMs);
     // Two streams of wall-clock times, one per offset around a transition; in each, instants
     // rise with wall times, so each stream's first match is its best. After a fold, the
-    // second stream starts over at the wall time of the transition.
+    // second stream starts over at the wall time of the transition. A stream that runs past
+    // the span whose offsets are known hands over: the search goes on in the span around
+    // that wall time (the next match may be days or a year away).
+    let z = this.offsetsAround(afterMs);
+    let from = -Infinity;
     let best: number | null = null;
-    if (z.tt !== null && z.offAfter !== z.offBefore) {
-      best = this.firstInStream(afterMs, z, z.offAfter, Math.max(afterMs, z.tt) + z.offAfter, best);
+    for (let hop = 0; hop < MAX_HOPS; hop++) {
+      let beyond = Infinity;
+      if (z.tt !== null && z.offAfter !== z.offBefore) {
+        const r = this.firstInStream(afterMs, z, z.offAfter, Math.max(from, Math.max(afterMs, z.tt) + z.offAfter), best);
+        best = r.best;
+        beyond = Math.min(beyond, r.beyond);
+      }
+      const r = this.firstInStream(afterMs, z, z.offBefore, Math.max(from, afterMs + z.offBefore), best);
+      best = r.best;
+      beyond = Math.min(beyond, r.beyond);
+      // Wall times from `beyond` on name instants no earlier than beyond - EDGE - offset.
+      if (beyond === Infinity || (best !== null && best < beyond - Math.max(z.offBefore, z.offAfter) - EDGE_MS)) return best;
+      z = this.offsetsAround(beyond - z.offAfter);
+      from = beyond;
     }
-    return this.firstInStream(afterMs, z, z.offBefore, afterMs + z.offBefore, best);
+    return best;
   }
 
-  private firstInStream(afterMs: number, z: Offsets, off: number, startWall: number, best: number | null): number | null {
+  /** The stream's first instant after afterMs (or `best` if none beats it); `beyond` is the wall time where it left the span. */
+  private firstInStream(afterMs: number, z: Offsets, off: number, startWall: number, best: number | null): { best: number | null; beyond: number } {
     const before = off === z.offBefore;
+    const done = (b: number | null) => ({ best: b, beyond: Infinity });
     let cursor: Date | null = new Date(startWall - 1);
     for (let i = 0; i < MAX_SCAN; i++) {
       cursor = this.wall.nextRun(cursor);
-      if (!cursor) return best;
+      if (!cursor) return done(best);
       const w = cursor.getTime();
       const inst = w - off;
-      if (best !== null && inst >= best) return best;
+      if (best !== null && inst >= best) return done(best);
       // Past a transition (and its gap) the earlier offset names no more instants.
-      if (before && z.tt !== null && z.offAfter !== z.offBefore && inst >= z.tt + Math.abs(z.offAfter - z.offBefore)) return best;
+      if (before && z.tt !== null && z.offAfter !== z.offBefore && inst >= z.tt + Math.abs(z.offAfter - z.offBefore)) return done(best);
       // Near the span's ends a wall time's other reading (a fold's second instant) may lie
-      // outside it, where the offsets are unknown: let Temporal decide there.
-      if (inst < z.lo + EDGE_MS || inst > z.hi - EDGE_MS) {
-        // Beyond the span the offsets describe: ask Temporal; the first wall time that names
-        // an instant ends the stream.
-        const found = this.resolve(fakeUtcToWall(w)).filter((x) => x > afterMs);
-        if (found.length === 0) continue; // e.g. a wall time in a gap under dst.gap=skip
-        const m = Math.min(...found);
-        return best === null || m < best ? m : best;
-      }
+      // outside it, where the offsets are unknown: hand over to the span around it.
+      if (inst < z.lo + EDGE_MS || inst > z.hi - EDGE_MS) return { best, beyond: w };
       if (inst <= afterMs) continue;
       const offAt = (x: number) => (z.tt === null || x < z.tt ? z.offBefore : z.offAfter);
       const validHere = offAt(inst) === off;
@@ -111,9 +123,9 @@ export class CronRule {
       if (validHere && validOther) take = this.fold === "both" || (this.fold === "first") === (inst < other);
       else if (validHere) take = true;
       else take = !validOther && before && this.gap === "shift"; // a gap: moved forward by its length
-      if (take) return inst;
+      if (take) return done(inst);
     }
-    return best;
+    return done(best);
   }
 
   private zoneCache: Offsets | undefined;
