@@ -1,0 +1,110 @@
+// Shared by the schedule generation / policy tests: a recording target that knows how many
+// calls of each path are in flight, and small readers for schedules, jobs and metrics.
+import { expect } from "bun:test";
+import type { Runtime } from "../../src/runtime.ts";
+import type { Db } from "../../src/store/db.ts";
+import { CronRule } from "../../src/time/cron-rule.ts";
+import { api } from "../helpers/scheduler.ts";
+import { Target, type Received } from "../helpers/target.ts";
+
+/** A loopback target: paths starting with /slow answer after slowMs, others at once. */
+export class Recorder {
+  readonly target: Target;
+  /** When the answer to each call was sent. */
+  readonly done = new Map<Received, number>();
+  private inflight = new Map<string, number>();
+  readonly maxInflight = new Map<string, number>();
+
+  constructor(slowMs = 2500) {
+    this.target = new Target(async (r) => {
+      const cur = (this.inflight.get(r.path) ?? 0) + 1;
+      this.inflight.set(r.path, cur);
+      this.maxInflight.set(r.path, Math.max(cur, this.maxInflight.get(r.path) ?? 0));
+      try {
+        if (r.path.startsWith("/slow")) await Bun.sleep(slowMs);
+        return new Response("ok");
+      } finally {
+        this.inflight.set(r.path, (this.inflight.get(r.path) ?? 1) - 1);
+        this.done.set(r, Date.now());
+      }
+    });
+  }
+
+  get url(): string {
+    return this.target.url;
+  }
+
+  calls(path: string): Received[] {
+    return this.target.callsTo(path);
+  }
+
+  stop(): void {
+    this.target.stop();
+  }
+}
+
+export const nominalOf = (r: Received) => Date.parse(r.headers["scheduler-nominal-time"]);
+export const isCatchup = (r: Received) => r.headers["scheduler-catchup"] === "true";
+export const iso = (ms: number) => new Date(ms).toISOString();
+
+/** Creates a schedule through the API; fails the test unless 201. */
+export async function createSchedule(rt: Runtime, body: Record<string, unknown>) {
+  const res = await api(rt, "POST", "/v1/schedules", body);
+  if (res.status !== 201) throw new Error(`POST /v1/schedules answered ${res.status}: ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+export async function getSchedule(rt: Runtime, id: string) {
+  const res = await api(rt, "GET", `/v1/schedules/${id}`);
+  expect(res.status).toBe(200);
+  return res.body;
+}
+
+/** Every job of a schedule through the API (one page of up to 1000). */
+export async function apiJobs(rt: Runtime, scheduleId: string): Promise<any[]> {
+  const res = await api(rt, "GET", `/v1/jobs?schedule_id=${encodeURIComponent(scheduleId)}&limit=1000`);
+  expect(res.status).toBe(200);
+  return res.body.items;
+}
+
+export interface JobLite {
+  id: string;
+  status: string;
+  nominal: number;
+  created: number;
+  due: number | null;
+  scheduled_for: number;
+  catchup: boolean;
+  calls: number;
+  idempotency_key: string;
+  dead_reason: string | null;
+  epoch: number | null;
+  queued_at: number | null;
+}
+
+const ms = (d: unknown): number | null => (d instanceof Date && Number.isFinite(d.getTime()) ? d.getTime() : null);
+
+/** Every job of a schedule straight from the database, in nominal order. */
+export async function dbJobs(db: Db, scheduleId: string): Promise<JobLite[]> {
+  const rows = await db.query<Record<string, any>>(
+    `SELECT id, status, nominal_time, created_at, due_at, scheduled_for, catchup, calls, idempotency_key, dead_reason, epoch, queued_at
+     FROM jobs WHERE schedule_id = $1 ORDER BY nominal_time`, [scheduleId]);
+  return rows.map((r) => ({
+    id: r.id, status: r.status, nominal: ms(r.nominal_time)!, created: ms(r.created_at)!, due: ms(r.due_at),
+    scheduled_for: ms(r.scheduled_for)!, catchup: r.catchup, calls: Number(r.calls), idempotency_key: r.idempotency_key,
+    dead_reason: r.dead_reason, epoch: r.epoch === null ? null : Number(r.epoch), queued_at: ms(r.queued_at),
+  }));
+}
+
+/** A counter's value from /metrics (0 when the series is absent). */
+export async function metric(rt: Runtime, name: string, labels: string): Promise<number> {
+  const res = await fetch(`${rt.url}/metrics`);
+  const text = await res.text();
+  const line = text.split("\n").find((l) => l.startsWith(`${name}{${labels}}`));
+  return line ? Number(line.trim().split(/\s+/).at(-1)) : 0;
+}
+
+/** The rule's nominal instants in [from, to]. */
+export function nominals(cron: string, from: number, to: number): number[] {
+  return new CronRule({ cron, timezone: "UTC" }).next(100_000, from - 1, to);
+}
