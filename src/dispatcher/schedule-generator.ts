@@ -75,10 +75,12 @@ export class ScheduleGenerator {
     }
     const jobs: NewJob[] = [];
     let skipped = 0;
+    // Overlap is about occurrences already in progress before this pass. Those created
+    // together here (a catch-up and the on-time one, or fire_all's backlog) are what the
+    // misfire policy asked for; they do not block each other.
     for (const occ of plan.create) {
       if (s.overlap === "allow" || active === 0) {
         jobs.push(this.occurrenceJob(s, occ, nowMs, false));
-        active++;
       } else if (s.overlap === "queue" && held < s.max_queued) {
         jobs.push(this.occurrenceJob(s, occ, nowMs, true));
         held++;
@@ -105,7 +107,10 @@ export class ScheduleGenerator {
   private occurrenceJob(s: ScheduleRow, occ: Occurrence, nowMs: number, heldBack: boolean): NewJob {
     const nominal = new Date(occ.nominal);
     const windowMs = Number(s.window_ms);
-    let due = occ.nominal + Math.floor(Math.random() * (windowMs + 1));
+    // The window moves the start later, never earlier; grace and start-by count from there,
+    // so a start spread late by its window is neither a catch-up nor a misfire.
+    const spread = occ.nominal + Math.floor(Math.random() * (windowMs + 1));
+    let due = spread;
     if (occ.late) {
       // Catch-up is released at a bounded rate, never as one burst.
       due = Math.max(due, nowMs, this.catchupCursor);
@@ -131,8 +136,8 @@ export class ScheduleGenerator {
       expires_at: null,
       window_ms: windowMs,
       async: false,
-      start_by: new Date(Math.max(occ.nominal + startWithin, occ.late ? due + occ.graceMs : 0)),
-      catchup_after: new Date(occ.nominal + occ.graceMs),
+      start_by: new Date(Math.max(spread + startWithin, occ.late ? due + occ.graceMs : 0)),
+      catchup_after: new Date(spread + occ.graceMs),
       catchup: occ.late,
     };
   }
