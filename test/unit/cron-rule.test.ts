@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { Cron } from "croner";
 import { CronRule, CronRuleError, assertTimeZone, isFixedHour } from "../../src/time/cron-rule.ts";
 import { Temporal } from "../../src/time/temporal.ts";
 import { applyPolicy, policyOf, referenceResolved, referenceRuns, type Dst } from "./cron-reference.ts";
@@ -686,4 +687,18 @@ describe("CronRule.nextAfter from arbitrary instants near each transition, again
       });
     }
   }
+});
+
+describe("where croner's own zone handling differs, the project's rule wins", () => {
+  // croner, asked to run in the zone itself, follows Vixie cron in a spring-forward gap
+  // (02:30 → 03:00). API.md says 03:30; CronRule asks croner only for wall-clock matches.
+  test("'30 2 * * *' New York on 2027-03-14: croner alone says 03:00, CronRule says 03:30", () => {
+    const from = new Date("2027-03-13T12:00:00Z");
+    const cronerAlone = new Cron("30 2 * * *", { timezone: "America/New_York" }).nextRun(from)!;
+    const ours = new CronRule({ cron: "30 2 * * *", timezone: "America/New_York" }).nextAfter(from.getTime())!;
+    const at = (s: string) => Temporal.ZonedDateTime.from(s).epochMilliseconds;
+    expect(ours).toBe(at("2027-03-14T03:30:00-04:00[America/New_York]"));
+    expect(cronerAlone.getTime()).not.toBe(ours);
+    expect(cronerAlone.getTime()).toBe(at("2027-03-14T03:00:00-04:00[America/New_York]"));
+  });
 });
