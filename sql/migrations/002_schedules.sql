@@ -66,6 +66,10 @@ CREATE FUNCTION release_held_occurrence() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   next_id uuid;
 BEGIN
+  -- Serialise with other finishers of this schedule and with the generator (which holds
+  -- this row while it decides): each later statement here sees what they committed, so two
+  -- occurrences finishing at once cannot both leave the held one waiting.
+  PERFORM 1 FROM schedules WHERE tenant = NEW.tenant AND id = NEW.schedule_id FOR NO KEY UPDATE;
   IF EXISTS (
     SELECT 1 FROM jobs
     WHERE tenant = NEW.tenant AND schedule_id = NEW.schedule_id
@@ -80,7 +84,12 @@ BEGIN
   LIMIT 1
   FOR UPDATE SKIP LOCKED;
   IF next_id IS NOT NULL THEN
-    UPDATE jobs SET due_at = now(), updated_at = now() WHERE id = next_id;
+    -- Waiting for the previous occurrence is not a miss: its grace and start-by count from
+    -- its release.
+    UPDATE jobs SET due_at = now(), updated_at = now(), scheduled_for = now(),
+      start_by = now() + (start_by - scheduled_for),
+      catchup_after = now() + (catchup_after - scheduled_for)
+    WHERE id = next_id;
     PERFORM pg_notify('scheduler_due', (extract(epoch FROM now()) * 1000)::bigint::text);
   END IF;
   RETURN NULL;

@@ -106,3 +106,21 @@ UPDATE schedules SET next_fire_at = $3, last_nominal_at = coalesce($4, last_nomi
   last_skip_reason = CASE WHEN $6 > 0 THEN $8 ELSE last_skip_reason END,
   updated_at = now()
 WHERE tenant = $1 AND id = $2;
+
+-- name: ReleaseOldestHeld
+-- Backstop for the release trigger: nothing of the schedule in progress, one held.
+UPDATE jobs SET due_at = now(), updated_at = now(), scheduled_for = now(),
+  start_by = now() + (start_by - scheduled_for),
+  catchup_after = now() + (catchup_after - scheduled_for)
+WHERE id = (
+  SELECT id FROM jobs
+  WHERE tenant = $1 AND schedule_id = $2 AND status = 'scheduled' AND due_at = 'infinity'
+  ORDER BY nominal_time LIMIT 1
+)
+RETURNING id;
+
+-- name: PauseBrokenSchedule
+-- A schedule whose generation fails (a rule this version no longer accepts, say) is paused
+-- with the reason, so that it cannot hold back every other schedule and job.
+UPDATE schedules SET paused = true, paused_reason = $3, version = version + 1, updated_at = now()
+WHERE tenant = $1 AND id = $2;

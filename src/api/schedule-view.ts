@@ -7,13 +7,13 @@ const iso = (d: Date | null) => (d ? d.toISOString() : null);
 const dur = (ms: string | number) => formatDuration(Number(ms));
 
 /** The schedule object: what was asked, the effective DST policy and the generation state. */
-export function scheduleView(s: ScheduleRow, rule: CronRule) {
+export function scheduleView(s: ScheduleRow, rule: CronRule | null) {
   return {
     id: s.id,
     tenant: s.tenant,
     cron: s.cron,
     timezone: s.timezone,
-    dst: { gap: rule.gap, fold: rule.fold },
+    dst: rule ? { gap: rule.gap, fold: rule.fold } : { gap: s.dst_gap, fold: s.dst_fold },
     target: targetView(s.target),
     retry: { max_attempts: s.max_attempts, base: dur(s.backoff_base_ms), max: dur(s.backoff_max_ms) },
     timeout: dur(s.timeout_ms),
@@ -29,7 +29,7 @@ export function scheduleView(s: ScheduleRow, rule: CronRule) {
     start_at: iso(s.start_at),
     end_at: iso(s.end_at),
     next_fire_at: iso(s.next_fire_at),
-    next_fire_local: s.next_fire_at ? rule.local(s.next_fire_at.getTime()) : null,
+    next_fire_local: s.next_fire_at && rule ? rule.local(s.next_fire_at.getTime()) : null,
     last_nominal_at: iso(s.last_nominal_at),
     occurrences: { generated: Number(s.occurrences_generated), skipped: Number(s.occurrences_skipped), misfired: Number(s.occurrences_misfired) },
     last_skip_at: iso(s.last_skip_at),

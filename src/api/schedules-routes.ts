@@ -10,6 +10,7 @@ import { jobView } from "./job-view.ts";
 import { IF_VERSION, queryInt, readJson, REASON } from "./request.ts";
 import { firstFire, ruleOrThrow, SCHEDULE_ID, ScheduleCreateSchema, SchedulePatchSchema } from "./schedule-input.ts";
 import { scheduleView } from "./schedule-view.ts";
+import type { CronRule } from "../time/cron-rule.ts";
 import { checkTarget } from "./target-check.ts";
 import * as v from "valibot";
 
@@ -22,7 +23,14 @@ export interface SchedulesRoutesDeps {
 }
 
 const rowRule = (s: ScheduleRow | ScheduleFields) => ruleOrThrow(s.cron, s.timezone, { gap: s.dst_gap, fold: s.dst_fold });
-const view = (s: ScheduleRow) => scheduleView(s, rowRule(s));
+/** A stored rule that this version no longer accepts still lists (its schedule is paused). */
+const view = (s: ScheduleRow) => {
+  try {
+    return scheduleView(s, rowRule(s));
+  } catch {
+    return scheduleView(s, null);
+  }
+};
 
 export function schedulesRoutes(deps: SchedulesRoutesDeps) {
   const { db, config } = deps;
@@ -112,9 +120,15 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const row = await getSchedule(db, tenantOf(c), idOf(c));
     if (!row) throw notFound(`schedule ${c.req.param("id")}`);
     const n = queryInt("preview", c.req.query("preview"), 0, MAX_PREVIEW, 0);
-    const rule = rowRule(row);
+    let rule: CronRule | null = null;
+    try {
+      rule = rowRule(row);
+    } catch {
+      // A stored rule this version rejects: the schedule is shown (paused, with the
+      // reason), but it has no instants to preview.
+    }
     const out: Record<string, unknown> = scheduleView(row, rule);
-    if (n > 0) {
+    if (n > 0 && rule) {
       // The next N fire instants from max(now, start_at), each with its UTC offset.
       const from = Math.max(Date.now(), row.start_at ? row.start_at.getTime() - 1 : 0);
       out.preview = rule.next(n, from, row.end_at?.getTime() ?? Infinity).map((ms) => ({ at: new Date(ms).toISOString(), local: rule.local(ms) }));
@@ -157,10 +171,20 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       const rule = rowRule(next);
       if (next.start_at && next.end_at && next.end_at.getTime() <= next.start_at.getTime()) throw badRequest("end_at must be after start_at", "end_at");
       if (next.backoff_max_ms < next.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", "retry.max");
-      // A new rule starts afresh from now: what the old rule missed is not the new one's.
-      const ruleChanged = next.cron !== f.cron || next.timezone !== f.timezone || next.dst_gap !== f.dst_gap || next.dst_fold !== f.dst_fold
-        || next.start_at?.getTime() !== f.start_at?.getTime() || next.end_at?.getTime() !== f.end_at?.getTime();
-      if (ruleChanged) next.next_fire_at = firstFire(rule, Date.now(), next.start_at, next.end_at);
+      const ruleChanged = next.cron !== f.cron || next.timezone !== f.timezone || next.dst_gap !== f.dst_gap || next.dst_fold !== f.dst_fold;
+      const boundsChanged = next.start_at?.getTime() !== f.start_at?.getTime() || next.end_at?.getTime() !== f.end_at?.getTime();
+      if (ruleChanged || f.next_fire_at === null) {
+        // A new rule starts afresh from now: what the old rule missed is not the new one's.
+        next.next_fire_at = firstFire(rule, Date.now(), next.start_at, next.end_at);
+      } else if (boundsChanged) {
+        // Same rule, new bounds: keep the place (an occurrence due but not yet generated, or
+        // a paused backlog, stays for the misfire policy), moved forward to start_at and
+        // stopped at end_at.
+        let n: Date | null = f.next_fire_at;
+        if (next.start_at && n.getTime() < next.start_at.getTime()) n = firstFire(rule, next.start_at.getTime(), next.start_at, next.end_at);
+        if (n && next.end_at && n.getTime() > next.end_at.getTime()) n = null;
+        next.next_fire_at = n;
+      }
       return next;
     });
     return c.json(answer(result, id));

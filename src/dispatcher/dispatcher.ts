@@ -38,6 +38,8 @@ export interface LocalWorker {
 }
 
 export const DISPATCH_LEASE = "dispatch";
+/** Schedules per generation transaction. */
+const SCHEDULE_BATCH = 100;
 
 /**
  * Finds due jobs and queues them for workers, while it holds the dispatch lease. Wakes on
@@ -62,7 +64,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       log: o.log, metrics: o.metrics, isLeader: () => this.elector.current !== undefined,
       onReaped: () => this.poke(),
     });
-    this.generator = new ScheduleGenerator({ db: o.db, batch: 100, catchupPerSecond: o.catchupPerSecond, log: o.log, metrics: o.metrics });
+    this.generator = new ScheduleGenerator({ db: o.db, batch: SCHEDULE_BATCH, catchupPerSecond: o.catchupPerSecond, log: o.log, metrics: o.metrics });
   }
 
   async begin(): Promise<void> {
@@ -70,7 +72,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       "scheduler_due",
       (payload) => {
         const at = Number(payload);
-        if (Number.isFinite(at)) this.sleeper.wakeAt(at);
+        if (Number.isFinite(at)) this.noteDue(at);
         else this.poke();
       },
       () => this.poke(), // (re)subscribed: anything sent meanwhile is gone, so look now
@@ -93,42 +95,50 @@ export class Dispatcher extends PeriodicLoop<number> {
       this.sleepMs = this.o.pollIntervalMs;
       return 0;
     }
-    const token = fencingToken(0, hold.epoch);
     // Occurrences first: one due now is then claimed in this same pass.
-    const schedules = await this.generator.runOnce(hold);
-    const local = this.o.localWorker;
-    const room = local ? local.takeSlots(this.o.batch) : 0;
-    let claimed: JobRow[];
-    let full: boolean;
-    if (local && room > 0) {
-      try {
-        claimed = await claimDue(this.o.db, { hold, limit: room, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
-        if (claimed.length > 0) local.accept(claimed);
-      } finally {
-        local.giveBack(room);
-      }
-      full = claimed.length === room;
-    } else {
-      // For workers elsewhere. The queue is capped: beyond what workers can take soon,
-      // due jobs are better left scheduled (where priority and expiry still apply) than
-      // parked in queued.
-      const cap = this.o.batch * 2;
-      const space = cap - (await countQueued(this.o.db, cap));
-      if (space <= 0) {
-        this.sleepMs = 20;
-        return 0;
-      }
-      // Queued jobs wait under a lease too; if no worker takes them in this long, the
-      // reaper hands them back.
-      claimed = await claimDue(this.o.db, { hold, limit: Math.min(this.o.batch, space), token, ttlMs: this.o.leaseTtlMs * 10 });
-      if (claimed.length > 0) {
-        await notifyQueued(this.o.db, claimed.length);
-        this.o.onQueued?.(claimed.length);
-      }
-      full = claimed.length === Math.min(this.o.batch, space);
+    const schedules = await this.generateIfDue(hold);
+    await this.expire();
+    const { claimed, full, capped } = await this.claim(hold);
+    if (capped) {
+      this.sleepMs = 20;
+      return 0;
     }
-    for (const c of claimed) this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
-    if (claimed.length > 0) this.o.log.debug({ count: claimed.length, epoch: hold.epoch }, "dispatched due jobs");
+    if (full || schedules === SCHEDULE_BATCH) {
+      this.sleepMs = 0;
+      return claimed;
+    }
+    const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db)]);
+    this.scheduleDueAt = fire?.getTime() ?? Infinity;
+    const untilNext = Math.min(next ? next.getTime() - Date.now() : Infinity, this.scheduleDueAt - Date.now());
+    // A due job that the claim did not see means our clock runs ahead of the database's:
+    // wait a little rather than spin.
+    this.sleepMs = untilNext <= 0 ? 5 : Math.min(this.o.pollIntervalMs, untilNext);
+    return claimed;
+  }
+
+  /** Earliest next_fire_at seen (epoch ms, database clock); generation runs only near it. */
+  private scheduleDueAt = -Infinity;
+
+  private async generateIfDue(hold: LeaseHold): Promise<number> {
+    // The database's clock decides what is due; ours may differ by the skew margin, so the
+    // generator runs on every pass from a little before the earliest fire time.
+    if (Date.now() < this.scheduleDueAt - this.o.skewMs - 50) return 0;
+    try {
+      return await this.generator.runOnce(hold);
+    } catch (err) {
+      // Schedules must not hold back one-off jobs: claims go on, generation is retried.
+      this.o.log.error({ err }, "occurrence generation failed; retrying on the next pass");
+      return 0;
+    }
+  }
+
+  /** Called on a NOTIFY about a schedule or job due at `atMs`. */
+  private noteDue(atMs: number): void {
+    this.scheduleDueAt = Math.min(this.scheduleDueAt, atMs);
+    this.sleeper.wakeAt(atMs);
+  }
+
+  private async expire(): Promise<void> {
     const expired = await expireDue(this.o.db, this.o.batch);
     for (const e of expired) this.o.log.info({ job_id: e.id }, "job expired before it could start");
     const misfired = await expireMisfired(this.o.db, this.o.batch);
@@ -136,16 +146,41 @@ export class Dispatcher extends PeriodicLoop<number> {
       this.o.metrics.occurrences.inc({ result: "misfired" });
       this.o.log.info({ job_id: e.id, schedule_id: e.schedule_id }, "occurrence misfired: not started in time; expired");
     }
-    if (full || schedules === 100) {
-      this.sleepMs = 0;
-      return claimed.length;
+  }
+
+  private async claim(hold: LeaseHold): Promise<{ claimed: number; full: boolean; capped: boolean }> {
+    const token = fencingToken(0, hold.epoch);
+    const local = this.o.localWorker;
+    const room = local ? local.takeSlots(this.o.batch) : 0;
+    let claimed: JobRow[];
+    let limit: number;
+    if (local && room > 0) {
+      limit = room;
+      try {
+        claimed = await claimDue(this.o.db, { hold, limit, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
+        if (claimed.length > 0) local.accept(claimed);
+      } finally {
+        local.giveBack(room);
+      }
+    } else {
+      // For workers elsewhere. The queue is capped: beyond what workers can take soon,
+      // due jobs are better left scheduled (where priority and expiry still apply) than
+      // parked in queued.
+      const cap = this.o.batch * 2;
+      const space = cap - (await countQueued(this.o.db, cap));
+      if (space <= 0) return { claimed: 0, full: false, capped: true };
+      limit = Math.min(this.o.batch, space);
+      // Queued jobs wait under a lease too; if no worker takes them in this long, the
+      // reaper hands them back.
+      claimed = await claimDue(this.o.db, { hold, limit, token, ttlMs: this.o.leaseTtlMs * 10 });
+      if (claimed.length > 0) {
+        await notifyQueued(this.o.db, claimed.length);
+        this.o.onQueued?.(claimed.length);
+      }
     }
-    const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db)]);
-    const untilNext = Math.min(next ? next.getTime() - Date.now() : Infinity, fire ? fire.getTime() - Date.now() : Infinity);
-    // A due job that the claim did not see means our clock runs ahead of the database's:
-    // wait a little rather than spin.
-    this.sleepMs = untilNext <= 0 ? 5 : Math.min(this.o.pollIntervalMs, untilNext);
-    return claimed.length;
+    for (const c of claimed) this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
+    if (claimed.length > 0) this.o.log.debug({ count: claimed.length, epoch: hold.epoch }, "dispatched due jobs");
+    return { claimed: claimed.length, full: claimed.length === limit, capped: false };
   }
 
   protected nextDelayMs(): number {

@@ -34,6 +34,7 @@ export interface PlanInput {
 }
 
 const DEFAULT_GRACE_CAP_MS = 60_000;
+const OLD_COUNTED = 1000;
 
 /**
  * Which occurrences from next_fire_at up to now to create, under the misfire policy. An
@@ -55,6 +56,14 @@ export function planOccurrences(p: PlanInput): Plan {
       break;
     }
     scanned++;
+    if (p.nowMs - n > p.catchupWindowMs && scanned > OLD_COUNTED) {
+      // Far behind (a long pause): occurrences older than the catch-up window never run;
+      // jump to the window instead of walking every one (counted: the first OLD_COUNTED).
+      tooOld++;
+      last = n;
+      n = p.rule.nextAfter(p.nowMs - p.catchupWindowMs - 1);
+      continue;
+    }
     const after = p.rule.nextAfter(n);
     const graceMs = p.misfireGraceMs ?? Math.min(DEFAULT_GRACE_CAP_MS, after === null ? DEFAULT_GRACE_CAP_MS : Math.floor((after - n) / 2));
     if (p.nowMs - n > p.catchupWindowMs) tooOld++;

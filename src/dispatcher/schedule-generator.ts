@@ -18,7 +18,7 @@ export interface ScheduleGeneratorOptions {
   metrics: Metrics;
 }
 
-const MAX_SCAN = 20_000;
+const MAX_SCAN = 5_000;
 
 /**
  * Turns due schedules into occurrence jobs, fenced like claims: the transaction holds a
@@ -40,7 +40,19 @@ export class ScheduleGenerator {
       const fenced = await q.query(sql("LockDispatchLease"), [hold.name, hold.owner, hold.epoch]);
       if (fenced.length === 0) return 0;
       const due = await q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [this.o.batch]);
-      for (const s of due) await this.generate(q, s, s.db_now.getTime());
+      for (const s of due) {
+        // One schedule's failure rolls back only its own work.
+        await q.query("SAVEPOINT occurrence");
+        try {
+          await this.generate(q, s, s.db_now.getTime());
+          await q.query("RELEASE SAVEPOINT occurrence");
+        } catch (err) {
+          await q.query("ROLLBACK TO SAVEPOINT occurrence");
+          const reason = `generation failed: ${(err as Error).message}`.slice(0, 500);
+          this.o.log.error({ err, schedule_id: s.id, tenant: s.tenant }, "schedule paused: its occurrences could not be generated");
+          await q.query(sql("PauseBrokenSchedule"), [s.tenant, s.id, reason]);
+        }
+      }
       return due.length;
     });
   }
@@ -68,10 +80,16 @@ export class ScheduleGenerator {
     }
     let active = 0;
     let held = 0;
-    if (s.overlap !== "allow" && plan.create.length > 0) {
+    if (s.overlap !== "allow") {
       const c = (await q.query<{ active: string; held: string }>(sql("ActiveOccurrences"), [s.tenant, s.id]))[0];
       active = Number(c.active);
       held = Number(c.held);
+      if (active === 0 && held > 0) {
+        // Nothing in progress yet one held: the release was missed; release it now.
+        await q.query(sql("ReleaseOldestHeld"), [s.tenant, s.id]);
+        active = 1;
+        held--;
+      }
     }
     const jobs: NewJob[] = [];
     let skipped = 0;

@@ -1,0 +1,101 @@
+/**
+ * The due-time index: "which jobs are due by T, earliest first, at most N". Three
+ * implementations answer it: the jobs table itself (the default, no Redis), Redis sorted sets
+ * through Bun's RedisClient (REDIS_URL), and Redis sorted sets through @upstash/redis over
+ * REST (UPSTASH_REDIS_REST_URL + token).
+ *
+ * The index is never the truth: it lists candidates, which the dispatcher validates in SQL.
+ * A Redis index can be lost (flush, restart without persistence) and is rebuilt from SQL;
+ * the built marker tells whether it still holds what was put in it.
+ */
+
+export interface DueEntry {
+  jobId: string;
+  /** Due instant in epoch milliseconds (an integer). */
+  dueMs: number;
+}
+
+export type DueIndexKind = "sql" | "redis" | "upstash";
+
+/** The largest batch dueList hands out: every batch is bounded. */
+export const DUE_LIST_MAX = 10_000;
+
+export interface DueIndex {
+  readonly kind: DueIndexKind;
+  /**
+   * Adds entries or moves existing ones to a new due time (ZADD): idempotent. A job id that
+   * appears twice in one call keeps its last due time. The SQL index ignores this (the table
+   * is the truth).
+   */
+  entriesUpsert(p: { entries: DueEntry[] }): Promise<void>;
+  /** Removes entries by job id; unknown ids are ignored. The SQL index ignores this. */
+  entriesRemove(p: { jobIds: string[] }): Promise<void>;
+  /**
+   * Up to `limit` (1..DUE_LIST_MAX) entries with dueMs <= dueBy, earliest first (ties by job
+   * id), across all shards.
+   */
+  dueList(p: { dueBy: number; limit: number }): Promise<DueEntry[]>;
+  /** The earliest entry's due time, or null when the index is empty. */
+  earliestDue(): Promise<number | null>;
+  /** How many entries the index holds. */
+  size(): Promise<number>;
+  /** Removes every entry and the built marker. The SQL index only forgets its marker. */
+  clear(): Promise<void>;
+  /**
+   * The built marker proves the index was built and has not been flushed or lost since:
+   * whoever rebuilds the index sets it last; a missing marker means "rebuild".
+   */
+  builtMarkerGet(): Promise<string | null>;
+  builtMarkerSet(p: { value: string }): Promise<void>;
+  /** True when the backing store answers within a short timeout; never throws. */
+  ping(): Promise<boolean>;
+  /** Releases connections this index opened (not a Db it was given). */
+  close(): Promise<void>;
+}
+
+/** Checks a dueList request; throws a clear Error on a bad one. */
+export function checkDueListParams(p: { dueBy: number; limit: number }): void {
+  if (typeof p.dueBy !== "number" || !Number.isFinite(p.dueBy)) {
+    throw new Error(`dueList: dueBy must be a finite number of epoch ms, got ${String(p.dueBy)}`);
+  }
+  if (!Number.isInteger(p.limit) || p.limit < 1 || p.limit > DUE_LIST_MAX) {
+    throw new Error(`dueList: limit must be an integer in 1..${DUE_LIST_MAX}, got ${String(p.limit)}`);
+  }
+}
+
+/** Checks entries before they are written; throws a clear Error on a bad one. */
+export function checkEntries(entries: DueEntry[]): void {
+  for (const e of entries) {
+    checkJobId(e.jobId);
+    if (!Number.isSafeInteger(e.dueMs)) {
+      throw new Error(`due index: dueMs of job ${e.jobId} must be an integer of epoch ms, got ${String(e.dueMs)}`);
+    }
+  }
+}
+
+export function checkJobId(jobId: string): void {
+  if (typeof jobId !== "string" || jobId.length === 0) {
+    throw new Error(`due index: a job id must be a non-empty string, got ${JSON.stringify(jobId)}`);
+  }
+}
+
+/** Earliest first; equal due times by job id, so every implementation agrees on order. */
+export function compareDue(a: DueEntry, b: DueEntry): number {
+  return a.dueMs - b.dueMs || (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0);
+}
+
+/**
+ * Runs fn but gives up after ms, resolving to `onTimeout`. For health checks that must
+ * answer fast whatever the client's own reconnect policy is.
+ */
+export async function withTimeout<T>(ms: number, fn: () => Promise<T>, onTimeout: T): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(onTimeout), ms);
+  });
+  try {
+    return await Promise.race([fn(), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The default due-time index: the jobs table itself (status, due_at), no Redis. The table is
+ * the truth, so upsert and remove are no-ops, clear cannot empty it, and it is always built:
+ * the built marker lives in memory only (a new process starts without one, which at worst
+ * asks for a rebuild that has nothing to do).
+ */
+import type { Db } from "../store/db.ts";
+import { parseNamedQueries } from "../store/sql.ts";
+import indexSql from "../../sql/queries/index.sql" with { type: "text" };
+import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex, withTimeout } from "./due-index.ts";
+
+// TODO(store): once sql/queries/index.sql is loaded by src/store/sql.ts, use sql(name).
+const QUERIES = parseNamedQueries(indexSql);
+function q(name: string): string {
+  const text = QUERIES.get(name);
+  if (!text) throw new Error(`unknown query ${name}: add it to sql/queries/index.sql`);
+  return text;
+}
+
+const DATE_MAX_MS = 8.64e15;
+
+export interface SqlDueIndexOptions {
+  /** ping() answers false after this long; default 1000 ms. */
+  pingTimeoutMs?: number;
+}
+
+export class SqlDueIndex implements DueIndex {
+  readonly kind = "sql" as const;
+  private marker: string | null = null;
+  private readonly pingTimeoutMs: number;
+
+  /** The Db stays the caller's: close() does not close it. */
+  constructor(
+    private readonly db: Db,
+    opts: SqlDueIndexOptions = {},
+  ) {
+    this.pingTimeoutMs = opts.pingTimeoutMs ?? 1000;
+  }
+
+  async entriesUpsert(p: { entries: DueEntry[] }): Promise<void> {
+    checkEntries(p.entries);
+  }
+
+  async entriesRemove(p: { jobIds: string[] }): Promise<void> {
+    p.jobIds.forEach(checkJobId);
+  }
+
+  async dueList(p: { dueBy: number; limit: number }): Promise<DueEntry[]> {
+    checkDueListParams(p);
+    // Clamped to the range of a JS Date (Postgres would overflow further out).
+    const dueBy = Math.min(Math.max(Math.floor(p.dueBy), -DATE_MAX_MS), DATE_MAX_MS);
+    const rows = await this.db.query<{ id: string; due_at: Date }>(q("IndexDueList"), [String(dueBy), p.limit]);
+    return rows.map((r) => ({ jobId: r.id, dueMs: r.due_at.getTime() }));
+  }
+
+  async earliestDue(): Promise<number | null> {
+    const [row] = await this.db.query<{ due_at: Date }>(q("IndexEarliestDue"));
+    return row ? row.due_at.getTime() : null;
+  }
+
+  async size(): Promise<number> {
+    const [row] = await this.db.query<{ n: string | number }>(q("IndexSize"));
+    return Number(row?.n ?? 0);
+  }
+
+  async clear(): Promise<void> {
+    this.marker = null;
+  }
+
+  async builtMarkerGet(): Promise<string | null> {
+    return this.marker;
+  }
+
+  async builtMarkerSet(p: { value: string }): Promise<void> {
+    this.marker = p.value;
+  }
+
+  async ping(): Promise<boolean> {
+    return withTimeout(
+      this.pingTimeoutMs,
+      async () => {
+        try {
+          const [row] = await this.db.query<{ ok: number }>(q("IndexPing"));
+          return Number(row?.ok) === 1;
+        } catch {
+          return false;
+        }
+      },
+      false,
+    );
+  }
+
+  async close(): Promise<void> {}
+}
