@@ -41,8 +41,8 @@ export interface UpstashDueIndexOptions extends RedisLayoutOptions {
   pingTimeoutMs?: number;
 }
 
-/** ZADD/ZREM commands per HTTP request: keeps a request body to a few hundred KB. */
-export const COMMANDS_PER_REQUEST = 5;
+/** Members per HTTP request (over its ZADD/ZREM commands): keeps a body to a few hundred KB. */
+export const MEMBERS_PER_REQUEST = 5000;
 
 export class UpstashDueIndex implements DueIndex {
   readonly kind = "upstash" as const;
@@ -167,14 +167,27 @@ export class UpstashDueIndex implements DueIndex {
     if (this.closed) throw new Error("due index: the Upstash index is closed");
   }
 
-  /** Runs write batches, COMMANDS_PER_REQUEST commands per pipeline request, requests in parallel. */
+  /**
+   * Runs write batches as pipelines of at most MEMBERS_PER_REQUEST members (one request for
+   * any ordinary call), the requests in parallel: each member is in one batch only.
+   */
   private async inRequests<T>(batches: { key: string; items: T[] }[], add: (pipe: ReturnType<Redis["pipeline"]>, b: { key: string; items: T[] }) => void) {
     const requests: Promise<unknown>[] = [];
-    for (let i = 0; i < batches.length; i += COMMANDS_PER_REQUEST) {
-      const pipe = this.pipeline();
-      for (const b of batches.slice(i, i + COMMANDS_PER_REQUEST)) add(pipe, b);
-      requests.push(pipe.exec());
+    let pipe: ReturnType<Redis["pipeline"]> | undefined;
+    let members = 0;
+    for (const b of batches) {
+      if (pipe && members + b.items.length > MEMBERS_PER_REQUEST) {
+        requests.push(pipe.exec());
+        pipe = undefined;
+      }
+      if (!pipe) {
+        pipe = this.pipeline();
+        members = 0;
+      }
+      add(pipe, b);
+      members += b.items.length;
     }
+    if (pipe) requests.push(pipe.exec());
     await Promise.all(requests);
   }
 }
