@@ -5,17 +5,10 @@
  * asks for a rebuild that has nothing to do).
  */
 import type { Db } from "../store/db.ts";
-import { parseNamedQueries } from "../store/sql.ts";
-import indexSql from "../../sql/queries/index.sql" with { type: "text" };
+import { sql } from "../store/sql.ts";
 import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex, withTimeout } from "./due-index.ts";
 
-// TODO(store): once sql/queries/index.sql is loaded by src/store/sql.ts, use sql(name).
-const QUERIES = parseNamedQueries(indexSql);
-function q(name: string): string {
-  const text = QUERIES.get(name);
-  if (!text) throw new Error(`unknown query ${name}: add it to sql/queries/index.sql`);
-  return text;
-}
+const q = sql;
 
 const DATE_MAX_MS = 8.64e15;
 

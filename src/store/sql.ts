@@ -7,6 +7,7 @@ import workerSql from "../../sql/queries/worker.sql" with { type: "text" };
 import leasesSql from "../../sql/queries/leases.sql" with { type: "text" };
 import metricsSql from "../../sql/queries/metrics.sql" with { type: "text" };
 import schedulesSql from "../../sql/queries/schedules.sql" with { type: "text" };
+import indexSql from "../../sql/queries/index.sql" with { type: "text" };
 
 export function parseNamedQueries(text: string): Map<string, string> {
   const out = new Map<string, string>();
@@ -30,7 +31,7 @@ export function parseNamedQueries(text: string): Map<string, string> {
 }
 
 const QUERIES = new Map<string, string>();
-for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql]) {
+for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql]) {
   for (const [k, v] of parseNamedQueries(file)) {
     if (QUERIES.has(k)) throw new Error(`query ${k} is defined twice in sql/queries`);
     QUERIES.set(k, v);

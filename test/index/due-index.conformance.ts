@@ -64,11 +64,10 @@ export function runDueIndexSuite(name: string, caps: DueIndexSuiteCaps, make: ()
   };
   if (caps.shards !== null && caps.shards !== 8) throw new Error(`runDueIndexSuite(${name}): make the index with shards: 8, not ${caps.shards}`);
 
+  // Cases that do not apply to an implementation are not registered at all (no skipped
+  // tests in the run); why each does not apply is listed in `skip` above.
   function it(title: string, skipReason: string | undefined, fn: (h: DueIndexHarness) => Promise<void>) {
-    if (skipReason) {
-      test.skip(`${title} [skipped: ${skipReason}]`, () => {});
-      return;
-    }
+    if (skipReason) return;
     test(title, async () => {
       const h = await make();
       try {
