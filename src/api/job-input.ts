@@ -6,6 +6,8 @@ import type { Target } from "../store/types.ts";
 import { badRequest } from "./errors.ts";
 
 const INSTANT = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})$/;
+/** `<schedule_id>@<RFC 3339 instant in UTC>`: the idempotency key of a schedule occurrence. */
+export const OCCURRENCE_KEY = /^[A-Za-z0-9_.:-]{1,128}@\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] as const;
 // Headers the scheduler sets itself, or that fetch computes; a job may not override them.
 const RESERVED_HEADER = /^(host|content-length|transfer-encoding|connection|upgrade|te|trailer|keep-alive|webhook-id|webhook-timestamp|webhook-signature|idempotency-key|scheduler-.*)$/i;
@@ -78,7 +80,11 @@ export const JobInputSchema = v.strictObject({
   target: TargetSchema,
   run_at: v.optional(instantField),
   delay: v.optional(durationField(MAX_DURATION_MS * 10)),
-  idempotency_key: v.optional(v.pipe(v.string("must be a string"), v.minLength(1, "must not be empty"), v.maxLength(255, "must be at most 255 characters"))),
+  idempotency_key: v.optional(v.pipe(
+    v.string("must be a string"), v.minLength(1, "must not be empty"), v.maxLength(255, "must be at most 255 characters"),
+    // Otherwise a job could take a schedule occurrence's key and that occurrence never run.
+    v.check((k) => !OCCURRENCE_KEY.test(k), "has the form <schedule_id>@<instant>, which is reserved for schedule occurrences"),
+  )),
   priority: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(-1000, "must be at least -1000"), v.maxValue(1000, "must be at most 1000")), 0),
   retry: v.optional(RetrySchema, {}),
   timeout: v.optional(durationField(3_600_000)),

@@ -17,6 +17,7 @@ const INVALID: [string, unknown, string | RegExp | null][] = [
   ["not a url", { target: withSecret({ url: "not a url" }) }, "target.url"],
   ["credentials in the url", { target: withSecret({ url: `https://user:${SECRET}@example.com/hook` }) }, "target.url"],
   ["bad method", { target: withSecret({ method: "FETCH" }) }, "target.method"],
+  ["idempotency_key in a schedule occurrence's form", { target: withSecret(), idempotency_key: "daily-report@2027-01-04T14:00:00.000Z" }, "idempotency_key"],
   ["GET with a body (the signature would cover bytes never sent)", { target: withSecret({ method: "GET" }) }, "target.body"],
   ["HEAD with body_text", { target: { url: HOOK, method: "HEAD", body_text: SECRET } }, "target.body_text"],
   ["method not a string", { target: withSecret({ method: 5 }) }, "target.method"],
