@@ -16,3 +16,40 @@ SELECT count(*) AS n FROM jobs WHERE status = 'scheduled' AND due_at < 'infinity
 
 -- name: IndexPing
 SELECT 1 AS ok;
+
+-- The index outbox (migration 003): written in a job's transaction, relayed to Redis.
+
+-- name: OutboxAppend
+-- One row per element of $1 (job ids) and $2 (due instants as text; null: remove).
+INSERT INTO index_outbox (job_id, due_at)
+SELECT x.job_id, x.due_at::timestamptz
+FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS x(job_id, due_at, n)
+ORDER BY x.n;
+
+-- name: OutboxTake
+-- The oldest $1 rows, locked for this transaction; other relays skip them.
+SELECT id, job_id, due_at FROM index_outbox
+ORDER BY id
+LIMIT $1
+FOR UPDATE SKIP LOCKED;
+
+-- name: OutboxDelete
+DELETE FROM index_outbox WHERE id = ANY($1::bigint[]);
+
+-- name: OutboxLag
+-- Seconds since the oldest row not yet relayed was written; 0 when the outbox is empty.
+SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS lag FROM index_outbox;
+
+-- name: IndexWindowLoad
+-- Scheduled jobs due in [$1, $2) (epoch ms; $1 null: from the beginning), held occurrences excluded, in (due_at, id)
+-- order; keyset-paginated: $3/$4 are the last (due_us, id) seen, null on the first page.
+-- The cursor is in microseconds (due_at's own precision) so a page never repeats itself.
+SELECT id, due_at, (extract(epoch FROM due_at) * 1000000)::bigint AS due_us FROM jobs
+WHERE status = 'scheduled'
+  AND ($1::bigint IS NULL OR due_at >= timestamptz 'epoch' + $1::bigint * interval '1 millisecond')
+  AND due_at <  timestamptz 'epoch' + $2::bigint * interval '1 millisecond'
+  AND due_at < 'infinity'
+  AND ($3::bigint IS NULL
+       OR (due_at, id) > (timestamptz 'epoch' + $3::bigint * interval '1 microsecond', $4::uuid))
+ORDER BY due_at, id
+LIMIT $5;

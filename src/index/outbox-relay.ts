@@ -1,0 +1,103 @@
+/**
+ * The outbox relay: applies index_outbox rows (written in the jobs' own transactions) to the
+ * due index, at least once.
+ *
+ * One pass, in one transaction: take the oldest `batch` rows (FOR UPDATE SKIP LOCKED, so
+ * several relays share the work without applying a row twice at the same time), apply them
+ * to the index, and delete them only after the index write succeeded. When the write fails
+ * the transaction rolls back, the rows stay, and PeriodicLoop retries with backoff. A crash
+ * after the write and before the commit repeats the write next time: harmless, ZADD and ZREM
+ * are idempotent.
+ *
+ * Several rows for one job in a batch coalesce: the last (highest id) wins, as it was
+ * written last. The index holds only a bounded window: an upsert due at or after
+ * now + windowMs is not added (the window loader adds it once the window reaches it) but the
+ * job is removed, so that an entry at an earlier, no longer valid instant does not linger.
+ */
+import type { Logger } from "../obs/log.ts";
+import type { Db, Queryable } from "../store/db.ts";
+import { sql } from "../store/sql.ts";
+import { PeriodicLoop } from "../time/periodic-loop.ts";
+import type { DueEntry, DueIndex } from "./due-index.ts";
+
+export interface OutboxRelayOptions {
+  db: Db;
+  index: DueIndex;
+  /** Rows per pass. */
+  batch: number;
+  /** The index's future window: upserts due at or after now + windowMs are left to the window loader. */
+  windowMs: number;
+  log: Logger;
+  /** Pause after a pass that did not fill its batch; default 100 ms. */
+  intervalMs?: number;
+  /** Called after every pass with the outbox lag (seconds since the oldest pending row was written). */
+  onLag?: (seconds: number) => void;
+  now?: () => number;
+}
+
+export interface RelayResult {
+  /** Rows taken and deleted (before coalescing). */
+  applied: number;
+  /** Age in seconds of the oldest row pending when the pass started; 0 when there was none. */
+  lagSeconds: number;
+}
+
+interface OutboxRow {
+  id: string | number | bigint;
+  job_id: string;
+  due_at: Date | null;
+}
+
+export class OutboxRelay extends PeriodicLoop<RelayResult> {
+  private readonly intervalMs: number;
+
+  constructor(private readonly o: OutboxRelayOptions) {
+    super("outbox-relay", o.log);
+    if (!Number.isInteger(o.batch) || o.batch < 1) throw new Error(`outbox relay: batch must be a positive integer, got ${o.batch}`);
+    this.intervalMs = o.intervalMs ?? 100;
+  }
+
+  async runOnce(): Promise<RelayResult> {
+    const result = await this.o.db.tx(async (q) => {
+      const lagSeconds = await outboxLag(q);
+      const rows = await q.query<OutboxRow>(sql("OutboxTake"), [this.o.batch]);
+      if (rows.length === 0) return { applied: 0, lagSeconds };
+      await this.apply(rows);
+      // Only now, after the index write succeeded; a throw above rolls the take back.
+      await q.query(sql("OutboxDelete"), [rows.map((r) => String(r.id))]);
+      return { applied: rows.length, lagSeconds };
+    });
+    this.o.onLag?.(result.lagSeconds);
+    return result;
+  }
+
+  private async apply(rows: OutboxRow[]): Promise<void> {
+    // Coalesce: the highest id per job wins (rows come in id order, so the last one seen).
+    const last = new Map<string, Date | null>();
+    for (const r of [...rows].sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))) last.set(r.job_id, r.due_at);
+    const windowEnd = (this.o.now ?? Date.now)() + this.o.windowMs;
+    const upserts: DueEntry[] = [];
+    const removes: string[] = [];
+    for (const [jobId, dueAt] of last) {
+      if (dueAt !== null && dueAt.getTime() < windowEnd) upserts.push({ jobId, dueMs: dueAt.getTime() });
+      else removes.push(jobId); // removed, or moved beyond the window (the loader adds it later)
+    }
+    if (removes.length > 0) await this.o.index.entriesRemove({ jobIds: removes });
+    if (upserts.length > 0) await this.o.index.entriesUpsert({ entries: upserts });
+  }
+
+  /**
+   * A full batch means more rows are probably waiting: go again at once. Otherwise the outbox
+   * is (nearly) drained and a short pause bounds the relay's added latency (a new row waits
+   * at most ~intervalMs) while an idle relay costs one cheap query per interval.
+   */
+  protected nextDelayMs(last: RelayResult | undefined): number {
+    return last?.applied === this.o.batch ? 0 : this.intervalMs;
+  }
+}
+
+/** Seconds since the oldest pending outbox row was written; 0 when the outbox is empty. */
+export async function outboxLag(q: Queryable): Promise<number> {
+  const [row] = await q.query<{ lag: number | string }>(sql("OutboxLag"));
+  return Number(row?.lag ?? 0);
+}
