@@ -39,8 +39,9 @@ interface Offsets {
 
 /**
  * A cron rule in a real time zone. croner enumerates the wall-clock times the rule names in
- * a zone-free calendar (UTC stands in for "local"); Temporal resolves each wall-clock time to
- * instants in the zone, afresh for every occurrence, with the DST policy:
+ * a zone-free calendar (UTC stands in for "local"); each is resolved to instants with the
+ * zone's UTC offsets around it, which Temporal supplies (its transitions, asked afresh for
+ * every span of two days), under the DST policy:
  * - classic cron by default: a rule with a fixed hour (a number or a list of numbers) runs
  *   once in a spring-forward gap, at the shifted instant (02:30 that does not exist → 03:30),
  *   and once in a fall-back fold (the first 01:30); a rule whose hour is `*`, a step or a
@@ -169,22 +170,6 @@ export class CronRule {
     return out;
   }
 
-  /** Instants a wall-clock time names in the zone, under the DST policy (0, 1 or 2). */
-  resolve(wall: Temporal.PlainDateTime): number[] {
-    const tz = this.spec.timezone;
-    const early = wall.toZonedDateTime(tz, { disambiguation: "earlier" });
-    const late = wall.toZonedDateTime(tz, { disambiguation: "later" });
-    const exists = Temporal.PlainDateTime.compare(early.toPlainDateTime(), wall) === 0;
-    if (!exists) {
-      // A gap: "later" is the wall time moved forward by the gap's length (02:30 → 03:30).
-      return this.gap === "shift" ? [late.epochMilliseconds] : [];
-    }
-    if (early.epochMilliseconds === late.epochMilliseconds) return [early.epochMilliseconds];
-    if (this.fold === "first") return [early.epochMilliseconds];
-    if (this.fold === "last") return [late.epochMilliseconds];
-    return [early.epochMilliseconds, late.epochMilliseconds];
-  }
-
   /** "2027-03-14T03:30:00-04:00": an instant as wall-clock time with its UTC offset. */
   local(ms: number): string {
     return Temporal.Instant.fromEpochMilliseconds(ms).toZonedDateTimeISO(this.spec.timezone).toString({ timeZoneName: "never", smallestUnit: "second" });
@@ -207,13 +192,4 @@ export function assertTimeZone(tz: string): void {
   } catch {
     throw new CronRuleError("timezone", `timezone ${JSON.stringify(tz)} is not an IANA time zone like America/New_York or UTC`);
   }
-}
-
-function wallToFakeUtc(p: Temporal.PlainDateTime): number {
-  return Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second, p.millisecond);
-}
-
-function fakeUtcToWall(ms: number): Temporal.PlainDateTime {
-  const d = new Date(ms);
-  return new Temporal.PlainDateTime(d.getUTCFullYear(), d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds(), d.getUTCMilliseconds());
 }

@@ -4,7 +4,7 @@ import { SqlDueIndex } from "../../src/index/sql-index.ts";
 import type { Db } from "../../src/store/db.ts";
 import { insertJobs, type NewJob } from "../../src/store/jobs.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
-import { DRIVERS, freshDb, type DriverName, type TestDb } from "../helpers/db.ts";
+import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob } from "../helpers/jobs.ts";
 import { closedPort, silentTcpServer } from "../helpers/redis.ts";
 import { runDueIndexSuite, T0, jid, type DueIndexHarness } from "./due-index.conformance.ts";
