@@ -34,6 +34,8 @@ export interface Config {
   shutdownGraceMs: number;
   /** Catch-up occurrences released per second at most, after downtime. */
   catchupPerSecond: number;
+  /** Redis due-time index: how far ahead it holds jobs, its shards and key prefix. */
+  index: { windowMs: number; shards: number; prefix: string };
   jobDefaults: { maxAttempts: number; backoffBaseMs: number; backoffMaxMs: number; timeoutMs: number };
 }
 
@@ -84,6 +86,9 @@ const ENV_SCHEMA = {
   SCHEDULER_DEFAULT_MAX_ATTEMPTS: int(1, 1000),
   SCHEDULER_DEFAULT_TIMEOUT: duration(1),
   SCHEDULER_CATCHUP_RATE: int(1, 1_000_000),
+  SCHEDULER_INDEX_WINDOW: duration(1000),
+  SCHEDULER_INDEX_SHARDS: int(1, 1024),
+  SCHEDULER_INDEX_PREFIX: v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1 to 64 letters, digits, _ . : or -")),
 } as const;
 
 type EnvKey = keyof typeof ENV_SCHEMA;
@@ -156,6 +161,11 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     pollIntervalMs: read(env, "SCHEDULER_POLL_INTERVAL") ?? 1_000,
     shutdownGraceMs: read(env, "SCHEDULER_SHUTDOWN_GRACE") ?? 25_000,
     catchupPerSecond: read(env, "SCHEDULER_CATCHUP_RATE") ?? 50,
+    index: {
+      windowMs: read(env, "SCHEDULER_INDEX_WINDOW") ?? 3_600_000,
+      shards: read(env, "SCHEDULER_INDEX_SHARDS") ?? 8,
+      prefix: read(env, "SCHEDULER_INDEX_PREFIX") ?? "scheduler",
+    },
     jobDefaults: {
       maxAttempts: read(env, "SCHEDULER_DEFAULT_MAX_ATTEMPTS") ?? 5,
       backoffBaseMs: 1_000,

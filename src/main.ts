@@ -1,7 +1,9 @@
 #!/usr/bin/env bun
 import { parseArgs } from "node:util";
 import pkg from "../package.json" with { type: "json" };
-import { ConfigError, loadConfig } from "./config.ts";
+import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { openIndex } from "./index/open-index.ts";
+import { rebuildIndex } from "./index/index-rebuild.ts";
 import { createLogger } from "./obs/log.ts";
 import { startRuntime, type Runtime } from "./runtime.ts";
 import { DataDirLockedError } from "./store/dir-lock.ts";
@@ -13,6 +15,7 @@ const HELP = `scheduler ${pkg.version} — durable scheduler for HTTP webhook jo
 Usage:
   scheduler [--mode=all|api|dispatcher|worker] [--port=N] [--region=R]
   scheduler migrate          apply the SQL migrations, then exit
+  scheduler index rebuild    rebuild the Redis due-time index from SQL (REDIS_URL or UPSTASH_*)
   scheduler --help | --version
 
 Examples:
@@ -84,6 +87,10 @@ async function main(argv: string[]): Promise<void> {
     }
     return;
   }
+  if (command === "index rebuild") {
+    await indexRebuild(config);
+    return;
+  }
   if (command !== "") fail(`unknown command ${JSON.stringify(command)}; see scheduler --help`);
 
   const log = createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
@@ -113,6 +120,22 @@ async function main(argv: string[]): Promise<void> {
   process.on("SIGINT", () => onSignal("SIGINT"));
   rt = await startRuntime(config, { log });
   if (pendingSignal) stop(rt, pendingSignal);
+}
+
+async function indexRebuild(config: Config): Promise<void> {
+  if (!config.redisUrl && !config.upstash) fail("index rebuild needs REDIS_URL, or UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN: without them the SQL index is used, which needs no rebuild");
+  const db = await openDb(config, "scheduler-index-rebuild");
+  const index = openIndex(config, db);
+  try {
+    await migrate(db);
+    if (!(await index.ping())) fail(`cannot reach the ${index.kind} index; check REDIS_URL / UPSTASH_REDIS_REST_URL`);
+    const t = performance.now();
+    const { loaded, loadedUntil } = await rebuildIndex({ db, index, windowMs: config.index.windowMs, batch: 5000 });
+    process.stdout.write(`index rebuilt: ${loaded} jobs due before ${new Date(loadedUntil).toISOString()} in ${Math.round(performance.now() - t)} ms\n`);
+  } finally {
+    await index.close();
+    await db.close();
+  }
 }
 
 main(process.argv.slice(2)).catch((err) => {
