@@ -43,34 +43,32 @@ export async function insertJobs(db: Db, jobs: NewJob[]): Promise<InsertResult[]
 
 /** insertJobs inside a transaction the caller holds. */
 export async function insertJobsIn(q: Queryable, jobs: NewJob[]): Promise<InsertResult[]> {
-  {
-    const inserted = await q.query<JobRow>(sql("InsertJobs"), [JSON.stringify(jobs)]);
-    const byId = new Map(inserted.map((j) => [j.id, j]));
-    const missingKeys = jobs.filter((j) => !byId.has(j.id) && j.idempotency_key).map((j) => j);
-    const existing = new Map<string, JobRow>();
-    // Grouped by tenant: a batch may name several.
-    const tenants = new Set(missingKeys.map((j) => j.tenant));
-    for (const tenant of tenants) {
-      const keys = missingKeys.filter((j) => j.tenant === tenant).map((j) => j.idempotency_key!);
-      for (const row of await q.query<JobRow>(sql("GetJobsByKeys"), [tenant, keys])) {
-        existing.set(`${row.tenant}\u0000${row.idempotency_key}`, row);
-      }
+  const inserted = await q.query<JobRow>(sql("InsertJobs"), [JSON.stringify(jobs)]);
+  const byId = new Map(inserted.map((j) => [j.id, j]));
+  const missingKeys = jobs.filter((j) => !byId.has(j.id) && j.idempotency_key);
+  const existing = new Map<string, JobRow>();
+  // Grouped by tenant: a batch may name several.
+  const tenants = new Set(missingKeys.map((j) => j.tenant));
+  for (const tenant of tenants) {
+    const keys = missingKeys.filter((j) => j.tenant === tenant).map((j) => j.idempotency_key!);
+    for (const row of await q.query<JobRow>(sql("GetJobsByKeys"), [tenant, keys])) {
+      existing.set(`${row.tenant}\u0000${row.idempotency_key}`, row);
     }
-    const dues = inserted.map((j) => (j.due_at instanceof Date ? j.due_at.getTime() : NaN)).filter(Number.isFinite);
-    if (dues.length > 0) await q.query(sql("NotifyDue"), [String(Math.min(...dues))]);
-    return jobs.map((j): InsertResult => {
-      const row = byId.get(j.id);
-      if (row) return { kind: "created", job: row };
-      const first = existing.get(`${j.tenant}\u0000${j.idempotency_key}`);
-      if (!first) {
-        // Within one batch two items with one key: the first inserted, the second sees it.
-        const twin = inserted.find((r) => r.tenant === j.tenant && r.idempotency_key === j.idempotency_key);
-        if (!twin) throw new Error(`job ${j.id} was neither inserted nor found by its key`);
-        return { kind: twin.request_hash === j.request_hash ? "existing" : "conflict", job: twin };
-      }
-      return { kind: first.request_hash === j.request_hash ? "existing" : "conflict", job: first };
-    });
   }
+  const dues = inserted.map((j) => (j.due_at instanceof Date ? j.due_at.getTime() : NaN)).filter(Number.isFinite);
+  if (dues.length > 0) await q.query(sql("NotifyDue"), [String(Math.min(...dues))]);
+  return jobs.map((j): InsertResult => {
+    const row = byId.get(j.id);
+    if (row) return { kind: "created", job: row };
+    const first = existing.get(`${j.tenant}\u0000${j.idempotency_key}`);
+    if (!first) {
+      // Within one batch two items with one key: the first inserted, the second sees it.
+      const twin = inserted.find((r) => r.tenant === j.tenant && r.idempotency_key === j.idempotency_key);
+      if (!twin) throw new Error(`job ${j.id} was neither inserted nor found by its key`);
+      return { kind: twin.request_hash === j.request_hash ? "existing" : "conflict", job: twin };
+    }
+    return { kind: first.request_hash === j.request_hash ? "existing" : "conflict", job: first };
+  });
 }
 
 export async function getJob(db: Queryable, id: string, tenant: string | null): Promise<JobRow | undefined> {

@@ -1,9 +1,9 @@
 import type { Db } from "../../src/store/db.ts";
 import { insertJobs, type NewJob } from "../../src/store/jobs.ts";
 
-/** Inserts a job straight into the store (no API), due now unless told otherwise. */
-export async function insertJob(db: Db, over: Partial<NewJob> = {}) {
-  const job: NewJob = {
+/** A job row to insert straight into the store (no API), due now unless told otherwise. */
+export function newJob(over: Partial<NewJob> = {}): NewJob {
+  return {
     id: Bun.randomUUIDv7(),
     tenant: "default",
     due_at: new Date(Date.now() - 10),
@@ -22,7 +22,11 @@ export async function insertJob(db: Db, over: Partial<NewJob> = {}) {
     async: false,
     ...over,
   };
-  const [r] = await insertJobs(db, [job]);
+}
+
+/** Inserts newJob(over) and returns its row. */
+export async function insertJob(db: Db, over: Partial<NewJob> = {}) {
+  const [r] = await insertJobs(db, [newJob(over)]);
   return r.job;
 }
 

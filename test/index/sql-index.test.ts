@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { DueEntry } from "../../src/index/due-index.ts";
 import { SqlDueIndex } from "../../src/index/sql-index.ts";
 import type { Db } from "../../src/store/db.ts";
-import { insertJobs, type NewJob } from "../../src/store/jobs.ts";
+import { insertJobs } from "../../src/store/jobs.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
-import { insertJob } from "../helpers/jobs.ts";
+import { insertJob, newJob } from "../helpers/jobs.ts";
 import { closedPort, silentTcpServer } from "../helpers/redis.ts";
 import { runDueIndexSuite, T0, jid, type DueIndexHarness } from "./due-index.conformance.ts";
 
@@ -24,24 +24,8 @@ async function tablePut(db: Db, entries: DueEntry[]): Promise<void> {
     return;
   }
   // Bulk (the 10k test): one statement per chunk.
-  const template: Omit<NewJob, "id" | "due_at"> = {
-    tenant: "default",
-    priority: 0,
-    idempotency_key: null,
-    request_hash: null,
-    schedule_id: null,
-    nominal_time: null,
-    target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
-    max_attempts: 5,
-    backoff_base_ms: 1000,
-    backoff_max_ms: 60_000,
-    timeout_ms: 5000,
-    expires_at: null,
-    window_ms: 0,
-    async: false,
-  };
   for (let i = 0; i < fresh.length; i += 2500) {
-    await insertJobs(db, fresh.slice(i, i + 2500).map((e) => ({ ...template, id: e.jobId, due_at: new Date(e.dueMs) })));
+    await insertJobs(db, fresh.slice(i, i + 2500).map((e) => newJob({ id: e.jobId, due_at: new Date(e.dueMs) })));
   }
 }
 
