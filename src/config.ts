@@ -35,7 +35,7 @@ export interface Config {
   /** Catch-up occurrences released per second at most, after downtime. */
   catchupPerSecond: number;
   /** Redis due-time index: how far ahead it holds jobs, its shards and key prefix. */
-  index: { windowMs: number; shards: number; prefix: string };
+  index: { windowMs: number; shards: number; prefix: string; reconcileMs: number };
   jobDefaults: { maxAttempts: number; backoffBaseMs: number; backoffMaxMs: number; timeoutMs: number };
 }
 
@@ -88,6 +88,7 @@ const ENV_SCHEMA = {
   SCHEDULER_CATCHUP_RATE: int(1, 1_000_000),
   SCHEDULER_INDEX_WINDOW: duration(1000),
   SCHEDULER_INDEX_SHARDS: int(1, 1024),
+  SCHEDULER_INDEX_RECONCILE: duration(100),
   SCHEDULER_INDEX_PREFIX: v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1 to 64 letters, digits, _ . : or -")),
 } as const;
 
@@ -165,6 +166,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       windowMs: read(env, "SCHEDULER_INDEX_WINDOW") ?? 3_600_000,
       shards: read(env, "SCHEDULER_INDEX_SHARDS") ?? 8,
       prefix: read(env, "SCHEDULER_INDEX_PREFIX") ?? "scheduler",
+      reconcileMs: read(env, "SCHEDULER_INDEX_RECONCILE") ?? 2_000,
     },
     jobDefaults: {
       maxAttempts: read(env, "SCHEDULER_DEFAULT_MAX_ATTEMPTS") ?? 5,

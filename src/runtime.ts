@@ -3,6 +3,8 @@ import type { Config } from "./config.ts";
 import { createApp } from "./api/app.ts";
 import { serve } from "./api/server.ts";
 import { Dispatcher } from "./dispatcher/dispatcher.ts";
+import { IndexKeeper } from "./index/index-keeper.ts";
+import { openIndex } from "./index/open-index.ts";
 import { createLogger, type Logger } from "./obs/log.ts";
 import { registerJobGauges } from "./obs/job-gauges.ts";
 import { Metrics } from "./obs/metrics.ts";
@@ -18,6 +20,8 @@ export interface Runtime {
   log: Logger;
   metrics: Metrics;
   dispatcher?: Dispatcher;
+  /** The Redis due index's keeper, when REDIS_URL or Upstash is set and this process dispatches. */
+  index?: IndexKeeper;
   worker?: Worker;
   server?: ReturnType<typeof serve>;
   /** The address the HTTP server listens on, e.g. http://127.0.0.1:8080. */
@@ -60,12 +64,20 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     await rt.worker.start();
   }
   if (dispatchHere) {
+    if (config.redisUrl || config.upstash) {
+      rt.index = new IndexKeeper({
+        db, index: openIndex(config, db), windowMs: config.index.windowMs, reconcileMs: config.index.reconcileMs, log, metrics,
+        onDue: (at) => rt.dispatcher?.noteDue(at),
+      });
+      log.info({ index: rt.index.kind, window_ms: config.index.windowMs }, "due index: Redis, validated in SQL, SQL fallback");
+    }
     rt.dispatcher = new Dispatcher({
       db, owner, batch: config.dispatchBatch, leaderTtlMs: config.leaderTtlMs, leaseTtlMs: config.leaseTtlMs,
       skewMs: config.clockSkewMs, pollIntervalMs: config.pollIntervalMs, log, metrics,
       onQueued: () => rt.worker?.poke(),
       localWorker: rt.worker,
       catchupPerSecond: config.catchupPerSecond,
+      index: rt.index,
     });
     await rt.dispatcher.begin();
   }
@@ -89,6 +101,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       const steps: [string, () => Promise<unknown> | undefined][] = [
         ["http server", () => rt.server?.stop()],
         ["dispatcher", () => rt.dispatcher?.end()],
+        ["due index", () => rt.index?.close()],
         ["worker", () => rt.worker?.stop()],
         ["database", () => (ownsDb ? db.close() : undefined)],
       ];

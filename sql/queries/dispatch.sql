@@ -3,7 +3,8 @@
 -- in the same statement, so a paused leader whose lease was taken claims nothing.
 -- With a worker owner ($7) the jobs go straight to running under that worker's lease (a
 -- worker in the dispatcher's own process: one statement instead of two); without, to
--- queued for any worker.
+-- queued for any worker. $8: how late a job must be (ms): 0 normally; the reconciliation pass
+-- behind the Redis index asks only for jobs the index should already have handed out.
 WITH lease AS (
   -- FOR SHARE: a takeover (an UPDATE of this row) waits for this claim to commit, so the
   -- check holds until the end of the statement, not only at its snapshot.
@@ -11,7 +12,33 @@ WITH lease AS (
   FOR SHARE
 ), due AS (
   SELECT id FROM jobs
-  WHERE status = 'scheduled' AND due_at <= now()
+  WHERE status = 'scheduled' AND due_at <= now() - make_interval(secs => $8::float8 / 1000)
+    AND (expires_at IS NULL OR expires_at > now())
+    AND (start_by IS NULL OR start_by > now() OR calls > 0)
+    AND EXISTS (SELECT 1 FROM lease)
+  ORDER BY due_at
+  LIMIT $4
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j SET
+  status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
+  epoch = $5, queued_at = now(), lease_owner = $7::text,
+  lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
+  lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now()
+FROM due WHERE j.id = due.id
+RETURNING j.*;
+
+-- name: ClaimDueIds
+-- ClaimDue restricted to candidates from the Redis index ($8: job ids). The index is never
+-- trusted: every condition of ClaimDue is checked again here, on the rows themselves, so a
+-- stale entry (cancelled, rescheduled, claimed, unknown) claims nothing.
+WITH lease AS (
+  SELECT 1 FROM leases WHERE name = $1 AND owner = $2 AND epoch = $3 AND lease_until > now()
+  FOR SHARE
+), due AS (
+  SELECT id FROM jobs
+  WHERE id = ANY($8::uuid[])
+    AND status = 'scheduled' AND due_at <= now()
     AND (expires_at IS NULL OR expires_at > now())
     AND (start_by IS NULL OR start_by > now() OR calls > 0)
     AND EXISTS (SELECT 1 FROM lease)

@@ -38,7 +38,9 @@ DELETE FROM index_outbox WHERE id = ANY($1::bigint[]);
 
 -- name: OutboxLag
 -- Seconds since the oldest row not yet relayed was written; 0 when the outbox is empty.
-SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS lag FROM index_outbox;
+-- The lowest id is the oldest row (near enough: ids are taken at insert): one index probe,
+-- not a scan of an outbox that grew during a Redis outage.
+SELECT coalesce((SELECT extract(epoch FROM now() - created_at) FROM index_outbox ORDER BY id LIMIT 1), 0)::float8 AS lag;
 
 -- name: IndexWindowLoad
 -- Scheduled jobs due in [$1, $2) (epoch ms; $1 null: from the beginning), held occurrences excluded, in (due_at, id)
@@ -53,3 +55,23 @@ WHERE status = 'scheduled'
        OR (due_at, id) > (timestamptz 'epoch' + $3::bigint * interval '1 microsecond', $4::uuid))
 ORDER BY due_at, id
 LIMIT $5;
+
+-- Capture of index changes into the outbox (migration 004), switched by the dispatch leader.
+
+-- name: IndexCaptureSet
+-- Returns a row only when the setting changed.
+UPDATE index_state SET enabled = $1, updated_at = now()
+WHERE enabled IS DISTINCT FROM $1
+RETURNING enabled;
+
+-- name: OutboxDiscard
+-- Drops up to $1 of the oldest rows (capture was turned off: nobody will relay them).
+DELETE FROM index_outbox WHERE id IN (SELECT id FROM index_outbox ORDER BY id LIMIT $1)
+RETURNING id;
+
+-- name: IndexCaptureGet
+SELECT enabled FROM index_state;
+
+-- name: IndexValidate
+-- The current state of index candidates the claim did not take: is the entry stale?
+SELECT id, status, due_at FROM jobs WHERE id = ANY($1::uuid[]);

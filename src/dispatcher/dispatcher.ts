@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import { claimDue, countQueued, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
+import { claimDue, claimDueIds, type ClaimParams, countQueued, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
 import type { JobRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
@@ -10,6 +10,8 @@ import { LeaderElector } from "./leader-elector.ts";
 import { LeaseReaper } from "./lease-reaper.ts";
 import { ScheduleGenerator } from "./schedule-generator.ts";
 import { nextFireAt } from "../store/schedules.ts";
+import { setIndexCapture } from "../index/capture.ts";
+import { type IndexKeeper, RECONCILE_LATE_MS } from "../index/index-keeper.ts";
 
 export interface DispatcherOptions {
   db: Db;
@@ -27,6 +29,8 @@ export interface DispatcherOptions {
   localWorker?: LocalWorker;
   /** Catch-up occurrences released per second at most (misfire recovery). */
   catchupPerSecond: number;
+  /** A Redis due index kept by this dispatcher while it leads; without, discovery is SQL only. */
+  index?: IndexKeeper;
 }
 
 export interface LocalWorker {
@@ -74,6 +78,8 @@ export class Dispatcher extends PeriodicLoop<number> {
         const at = Number(payload);
         if (Number.isFinite(at)) this.noteDue(at);
         else this.poke();
+        // The change's outbox row committed with it: relay it now rather than on the next tick.
+        this.o.index?.relay.poke();
       },
       () => this.poke(), // (re)subscribed: anything sent meanwhile is gone, so look now
     );
@@ -84,6 +90,7 @@ export class Dispatcher extends PeriodicLoop<number> {
 
   async end(): Promise<void> {
     await this.stop();
+    await this.o.index?.lead(false);
     await this.reaper.stop();
     await this.elector.stop();
     await this.unlisten?.();
@@ -110,9 +117,12 @@ export class Dispatcher extends PeriodicLoop<number> {
     const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db)]);
     this.scheduleDueAt = fire?.getTime() ?? Infinity;
     const untilNext = Math.min(next ? next.getTime() - Date.now() : Infinity, this.scheduleDueAt - Date.now());
-    // A due job that the claim did not see means our clock runs ahead of the database's:
-    // wait a little rather than spin.
-    this.sleepMs = untilNext <= 0 ? 5 : Math.min(this.o.pollIntervalMs, untilNext);
+    // A due job that the claim did not see means our clock runs ahead of the database's, or
+    // (with a Redis index) that the relay has not added it yet, or that the index missed it
+    // and the reconciliation pass will claim it: wait a little rather than spin. The relay
+    // wakes us when it adds an entry.
+    const notSeen = this.o.index?.usable ? 50 : 5;
+    this.sleepMs = untilNext <= 0 ? notSeen : Math.min(this.o.pollIntervalMs, untilNext);
     return claimed;
   }
 
@@ -132,8 +142,8 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
   }
 
-  /** Called on a NOTIFY about a schedule or job due at `atMs`. */
-  private noteDue(atMs: number): void {
+  /** Called on a NOTIFY (or by the index relay) about a schedule or job due at `atMs`. */
+  noteDue(atMs: number): void {
     this.scheduleDueAt = Math.min(this.scheduleDueAt, atMs);
     this.sleeper.wakeAt(atMs);
   }
@@ -157,7 +167,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (local && room > 0) {
       limit = room;
       try {
-        claimed = await claimDue(this.o.db, { hold, limit, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
+        claimed = await this.claimSome({ hold, limit, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
         if (claimed.length > 0) local.accept(claimed);
       } finally {
         local.giveBack(room);
@@ -172,7 +182,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       limit = Math.min(this.o.batch, space);
       // Queued jobs wait under a lease too; if no worker takes them in this long, the
       // reaper hands them back.
-      claimed = await claimDue(this.o.db, { hold, limit, token, ttlMs: this.o.leaseTtlMs * 10 });
+      claimed = await this.claimSome({ hold, limit, token, ttlMs: this.o.leaseTtlMs * 10 });
       if (claimed.length > 0) {
         await notifyQueued(this.o.db, claimed.length);
         this.o.onQueued?.(claimed.length);
@@ -183,6 +193,26 @@ export class Dispatcher extends PeriodicLoop<number> {
     return { claimed: claimed.length, full: claimed.length === limit, capped: false };
   }
 
+  /**
+   * Claims up to p.limit due jobs. With a usable Redis index, the candidates come from it and
+   * are claimed by id, every condition checked again in SQL; a SQL reconciliation pass runs
+   * at least every reconcile interval for due jobs the index missed. Without one (none
+   * configured, Redis down, not yet rebuilt), discovery is the SQL scan.
+   */
+  private async claimSome(p: ClaimParams): Promise<JobRow[]> {
+    const keeper = this.o.index;
+    const candidates = keeper ? await keeper.candidates(p.limit) : null;
+    if (!keeper || candidates === null) return claimDue(this.o.db, p);
+    const got = candidates.length > 0 ? await claimDueIds(this.o.db, { ...p, ids: candidates.map((c) => c.jobId) }) : [];
+    await keeper.settle(candidates, got);
+    if (got.length < p.limit && keeper.reconcileNow()) {
+      const missed = await claimDue(this.o.db, { ...p, limit: p.limit - got.length, lateMs: RECONCILE_LATE_MS });
+      keeper.noteReconciled(missed);
+      return got.concat(missed);
+    }
+    return got;
+  }
+
   protected nextDelayMs(): number {
     return this.sleepMs;
   }
@@ -190,5 +220,14 @@ export class Dispatcher extends PeriodicLoop<number> {
   private onLeadership(hold: LeaseHold | undefined): void {
     this.o.metrics.authorityEpoch.set(hold ? fencingToken(0, hold.epoch) : 0);
     if (hold) this.poke();
+    const keeper = this.o.index;
+    const done = keeper
+      ? keeper.lead(hold !== undefined)
+      : hold
+        ? setIndexCapture(this.o.db, false).then((changed) => {
+            if (changed) this.o.log.info("index capture off: no Redis due index is configured for this dispatcher");
+          })
+        : undefined;
+    done?.catch((err: unknown) => this.o.log.error({ err }, "switching the due index on leadership change failed"));
   }
 }

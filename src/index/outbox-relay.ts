@@ -32,6 +32,8 @@ export interface OutboxRelayOptions {
   intervalMs?: number;
   /** Called after every pass with the outbox lag (seconds since the oldest pending row was written). */
   onLag?: (seconds: number) => void;
+  /** Called after entries were added, with the earliest due instant among them (epoch ms). */
+  onUpserted?: (earliestDueMs: number) => void;
   now?: () => number;
 }
 
@@ -83,7 +85,10 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
       else removes.push(jobId); // removed, or moved beyond the window (the loader adds it later)
     }
     if (removes.length > 0) await this.o.index.entriesRemove({ jobIds: removes });
-    if (upserts.length > 0) await this.o.index.entriesUpsert({ entries: upserts });
+    if (upserts.length > 0) {
+      await this.o.index.entriesUpsert({ entries: upserts });
+      this.o.onUpserted?.(upserts.reduce((m, u) => Math.min(m, u.dueMs), Infinity));
+    }
   }
 
   /**

@@ -41,19 +41,31 @@ export class WindowLoader extends PeriodicLoop<WindowLoadResult> {
     super("window-loader", o.log);
   }
 
+  /** Set by forceRebuild: the next pass rebuilds even over a valid marker. */
+  private rebuildWanted = false;
+
   get loadedUntilMs(): number | null {
     return this.loadedUntil;
+  }
+
+  /**
+   * The next pass rebuilds the whole index whatever the marker says: a new dispatch leader
+   * does not know what happened to the index while someone else kept it.
+   */
+  forceRebuild(): void {
+    this.rebuildWanted = true;
   }
 
   async runOnce(): Promise<WindowLoadResult> {
     const now = (this.o.now ?? Date.now)();
     const marker = await this.o.index.builtMarkerGet();
     const markerUntil = marker === null ? null : markerLoadedUntil(marker);
-    if (marker === null || markerUntil === null) {
+    if (this.rebuildWanted || marker === null || markerUntil === null) {
       const r = await rebuildIndex({ db: this.o.db, index: this.o.index, windowMs: this.o.windowMs, batch: this.o.batch, now: () => now });
       this.loadedUntil = r.loadedUntil;
       this.marker = await this.o.index.builtMarkerGet();
-      this.o.log.info({ loaded: r.loaded, marker_was: marker }, "due index rebuilt");
+      this.rebuildWanted = false;
+      this.o.log.info({ loaded: r.loaded, marker_was: marker, forced: marker !== null && markerUntil !== null }, "due index rebuilt");
       this.o.onRebuild?.(r);
       return { rebuilt: true, ...r };
     }

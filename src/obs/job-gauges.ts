@@ -12,21 +12,25 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
   let cachedAt = 0;
   let pending: Promise<Snapshot> | undefined;
   let last: Snapshot | undefined;
-  interface Snapshot { byStatus: Map<string, number>; dueBacklog: number; oldestDueAge: number; dlq: number }
+  interface Snapshot { byStatus: Map<string, number>; dueBacklog: number; oldestDueAge: number; dlq: number; outboxLag: number }
   const snapshot = async (): Promise<Snapshot> => {
     if (last && Date.now() - cachedAt < cacheMs) return last;
     pending ??= (async () => {
       try {
         const rows = await db.query<{ status: string; n: string }>(sql("CountJobsByStatus"));
         const due = (await db.query<{ n: string; oldest_age_s: string | null }>(sql("DueBacklog")))[0];
+        const lag = (await db.query<{ lag: number | string }>(sql("OutboxLag")))[0];
         const byStatus = new Map(rows.map((r) => [r.status, Number(r.n)]));
-        last = { byStatus, dueBacklog: Number(due?.n ?? 0), oldestDueAge: Math.max(0, Number(due?.oldest_age_s ?? 0)), dlq: byStatus.get("dead") ?? 0 };
+        last = {
+          byStatus, dueBacklog: Number(due?.n ?? 0), oldestDueAge: Math.max(0, Number(due?.oldest_age_s ?? 0)), dlq: byStatus.get("dead") ?? 0,
+          outboxLag: Math.max(0, Number(lag?.lag ?? 0)),
+        };
         cachedAt = Date.now();
         return last;
       } catch {
         // The database is away: keep serving the last figures (and the process's own
         // metrics) rather than failing the whole scrape; /readyz reports the outage.
-        return last ?? { byStatus: new Map(), dueBacklog: 0, oldestDueAge: 0, dlq: 0 };
+        return last ?? { byStatus: new Map(), dueBacklog: 0, oldestDueAge: 0, dlq: 0, outboxLag: 0 };
       } finally {
         pending = undefined;
       }
@@ -44,5 +48,9 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
   new client.Gauge({ name: "scheduler_due_backlog", help: "Jobs due but not yet dispatched", registers, async collect() { this.set((await snapshot()).dueBacklog); } });
   new client.Gauge({ name: "scheduler_oldest_due_age_seconds", help: "Age of the oldest due, undispatched job", registers, async collect() { this.set((await snapshot()).oldestDueAge); } });
   new client.Gauge({ name: "scheduler_queue_depth", help: "Jobs dispatched, not yet taken by a worker", registers, async collect() { this.set((await snapshot()).byStatus.get("queued") ?? 0); } });
+  new client.Gauge({
+    name: "scheduler_index_outbox_lag_seconds", help: "Age of the oldest index change not yet relayed to the Redis due index (0: none pending)", registers,
+    async collect() { this.set((await snapshot()).outboxLag); },
+  });
   new client.Gauge({ name: "scheduler_dlq_jobs", help: "Dead jobs", registers, async collect() { this.set((await snapshot()).dlq); } });
 }

@@ -22,6 +22,11 @@ export class Metrics {
   readonly staleDispatches = new client.Counter({ name: "scheduler_stale_dispatches_total", help: "Claimed jobs not called because they were cancelled, rescheduled or reclaimed after the claim", registers: [this.registry] });
   readonly occurrences = new client.Counter({ name: "scheduler_occurrences_total", help: "Schedule occurrences by result: generated, skipped_overlap, misfired", labelNames: ["result"], registers: [this.registry] });
   readonly authorityEpoch = new client.Gauge({ name: "scheduler_authority_epoch", help: "Fencing epoch of the dispatch lease held by this process (0: not leader)", registers: [this.registry] });
+  readonly indexFallback = new client.Gauge({ name: "scheduler_index_fallback", help: "1 while the dispatcher discovers due jobs from SQL because the Redis due index is unavailable or not yet built; 0 while it uses the index (or none is configured)", registers: [this.registry] });
+  readonly indexErrors = new client.Counter({ name: "scheduler_index_errors_total", help: "Failed calls to the Redis due index, by operation", labelNames: ["op"], registers: [this.registry] });
+  readonly indexRebuilds = new client.Counter({ name: "scheduler_index_rebuilds_total", help: "Rebuilds of the Redis due index from SQL", registers: [this.registry] });
+  readonly indexStale = new client.Counter({ name: "scheduler_index_stale_entries_total", help: "Index entries dropped because SQL said the job was not due (cancelled, moved, claimed, unknown)", registers: [this.registry] });
+  readonly indexReconciled = new client.Counter({ name: "scheduler_index_reconciled_total", help: "Due jobs missing from the Redis index, found and claimed by the SQL reconciliation pass", registers: [this.registry] });
   readonly inflight = new client.Gauge({ name: "scheduler_worker_inflight", help: "Calls in flight in this process", registers: [this.registry] });
 
   constructor() {

@@ -7,8 +7,22 @@ import type { JobRow } from "./types.ts";
  * Fenced claim of due jobs, tagged with the holder's fencing token: into queued, or with
  * `worker` straight into running under that worker's lease.
  */
-export async function claimDue(db: Queryable, p: { hold: LeaseHold; limit: number; token: number; ttlMs: number; worker?: string }) {
-  return db.query<JobRow>(sql("ClaimDue"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null]);
+export interface ClaimParams {
+  hold: LeaseHold;
+  limit: number;
+  token: number;
+  ttlMs: number;
+  worker?: string;
+}
+
+/** `lateMs`: claim only jobs at least this late (the reconciliation pass behind the Redis index). */
+export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number }) {
+  return db.query<JobRow>(sql("ClaimDue"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0]);
+}
+
+/** claimDue restricted to these job ids (candidates from the Redis index, validated here). */
+export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[] }) {
+  return db.query<JobRow>(sql("ClaimDueIds"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids]);
 }
 
 export async function expireDue(db: Queryable, limit: number) {

@@ -78,3 +78,63 @@ export function silentTcpServer(): { port: number; stop(): void } {
   const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
   return { port: s.port, stop: () => s.stop(true) };
 }
+
+/**
+ * A redis-server of a test's own, on a free port, without persistence: one a test may flush,
+ * break (ACL), SIGKILL and start again on the same port.
+ */
+export interface OwnRedis {
+  port: number;
+  url: string;
+  /** Starts (or starts again) the server on the same port; resolves once it answers PING. A no-op while it runs. */
+  start(): Promise<void>;
+  /** SIGKILL: whatever it held is gone (no persistence). */
+  kill(): Promise<void>;
+  /** Sends one command with a fresh connection and returns the reply. */
+  command(cmd: string, args?: string[]): Promise<unknown>;
+}
+
+/** `started: false`: the port is chosen but nothing listens yet (Redis down until start()). */
+export async function ownRedis(opts: { started?: boolean } = {}): Promise<OwnRedis> {
+  const bin = Bun.which("redis-server");
+  if (!bin) throw new Error("redis-server is not on PATH: install Redis (Debian: apt-get install redis-server); npm test does so when it may");
+  const port = await closedPort();
+  const url = `redis://127.0.0.1:${port}`;
+  let proc: ReturnType<typeof Bun.spawn> | undefined;
+  const command = async (cmd: string, args: string[] = []) => {
+    const c = new RedisClient(url, { connectionTimeout: 1000, maxRetries: 0, autoReconnect: false });
+    try {
+      await c.connect();
+      return await c.send(cmd, args);
+    } finally {
+      c.close();
+    }
+  };
+  const self: OwnRedis = {
+    port,
+    url,
+    async start() {
+      if (proc && proc.exitCode === null && proc.signalCode === null) return; // running
+      proc = Bun.spawn([bin, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "ignore" });
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        try {
+          if ((await command("PING")) === "PONG") return;
+        } catch {
+          // not up yet
+        }
+        if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not answer within 10 s`);
+        await Bun.sleep(25);
+      }
+    },
+    async kill() {
+      if (!proc) return;
+      proc.kill("SIGKILL");
+      await proc.exited;
+      proc = undefined;
+    },
+    command,
+  };
+  if (opts.started !== false) await self.start();
+  return self;
+}

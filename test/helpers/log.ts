@@ -1,0 +1,20 @@
+/** A logger that keeps its JSON lines in memory, for tests that assert what was logged. */
+import pino from "pino";
+import type { Logger } from "../../src/obs/log.ts";
+
+export interface MemoryLog {
+  log: Logger;
+  lines: Record<string, unknown>[];
+  /** Lines whose msg contains `text`. */
+  find(text: string): Record<string, unknown>[];
+}
+
+export function memoryLogger(level = "debug"): MemoryLog {
+  const lines: Record<string, unknown>[] = [];
+  const log = pino({ level, base: {}, formatters: { level: (label) => ({ level: label }) } }, {
+    write(s: string) {
+      lines.push(JSON.parse(s) as Record<string, unknown>);
+    },
+  });
+  return { log, lines, find: (text) => lines.filter((l) => String(l.msg ?? "").includes(text)) };
+}
