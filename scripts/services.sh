@@ -325,6 +325,10 @@ ensure_redis() {
   if [[ -n "${REDIS_URL:-}" ]]; then
     export TEST_REDIS_URL="$REDIS_URL"
     _services_log "redis from REDIS_URL"
+    # The index fault tests still start (and SIGKILL) a redis-server of their own.
+    if ! command -v redis-server >/dev/null 2>&1; then
+      _services_apt_install redis-server "redis-server" || true
+    fi
     return 0
   fi
   if [[ -n "${_SERVICES_REDIS_URL:-}" ]]; then
