@@ -115,7 +115,10 @@ export async function ownRedis(opts: { started?: boolean } = {}): Promise<OwnRed
     url,
     async start() {
       if (proc && proc.exitCode === null && proc.signalCode === null) return; // running
-      proc = Bun.spawn([bin, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "ignore" });
+      const child = Bun.spawn([bin, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "ignore" });
+      proc = child;
+      // A test process that dies without its afterAll must not leave the server running.
+      process.once("exit", () => child.kill("SIGKILL"));
       const deadline = Date.now() + 10_000;
       for (;;) {
         try {
