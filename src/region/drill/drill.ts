@@ -1,0 +1,480 @@
+import { mkdtempSync, mkdirSync, renameSync, rmSync, rmdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { analyze } from "./analyze.ts";
+import { Cleanup } from "./cleanup.ts";
+import { DrillError } from "./errors.ts";
+import { getCluster, Load } from "./load.ts";
+import { machineInfo } from "./machine.ts";
+import { findPgBin } from "./pg-bin.ts";
+import { PgCluster, waitForStandby } from "./pg-cluster.ts";
+import { PgUser } from "./pg-user.ts";
+import { freePort } from "./ports.ts";
+import type { DrillReport } from "./report.ts";
+import { SchedulerProc, type LogLine } from "./scheduler-proc.ts";
+import { DrillTarget, generationOf, type TargetCall } from "./target.ts";
+
+export interface DrillTimings {
+  /** Job i is first tried at i × loadWindowMs / jobs after the load starts. */
+  loadWindowMs: number;
+  /** Due times: this long after a job's first create attempt, spread evenly. */
+  minDueMs: number;
+  maxDueMs: number;
+  /** A scheduler process must log "scheduler started" within this. */
+  startTimeoutMs: number;
+  /** After promotion, region B must log "took over region authority" within this. */
+  takeoverTimeoutMs: number;
+  /** Every acknowledged job must be accepted by this long after the last due time. */
+  drainGraceMs: number;
+  /** How long the old home gets to make a first call once it runs again. */
+  oldRegionWaitMs: number;
+  /** After its first call, how much longer its calls are collected. */
+  oldRegionExtraMs: number;
+}
+
+export const DEFAULT_TIMINGS: DrillTimings = {
+  loadWindowMs: 8000,
+  minDueMs: 1000,
+  maxDueMs: 15_000,
+  startTimeoutMs: 30_000,
+  takeoverTimeoutMs: 30_000,
+  drainGraceMs: 60_000,
+  oldRegionWaitMs: 10_000,
+  oldRegionExtraMs: 1500,
+};
+
+export interface FailoverDrillOptions {
+  jobs: number;
+  sync: boolean;
+  pgBin?: string;
+  /** How to start a scheduler process, e.g. [bun, "src/main.ts"] or [the compiled binary]. */
+  schedulerCommand: string[];
+  /** One progress line per phase (drillMain: stderr). */
+  progress?: (line: string) => void;
+  /** Where undo steps go; drillMain passes its own so SIGINT can run them. */
+  cleanup?: Cleanup;
+  timings?: Partial<DrillTimings>;
+  /** Environment to read PG_BIN and PATH from (default process.env). */
+  env?: Record<string, string | undefined>;
+}
+
+/** The settings every scheduler process of the drill runs with (short timings). */
+export const SCHEDULER_ENV: Record<string, string> = {
+  HOME_REGION: "a",
+  HOST: "127.0.0.1",
+  SCHEDULER_ALLOW_PRIVATE_TARGETS: "1",
+  LOG_LEVEL: "info",
+  SCHEDULER_LEADER_TTL: "2s",
+  SCHEDULER_AUTHORITY_TTL: "2s",
+  SCHEDULER_LEASE_TTL: "3s",
+  SCHEDULER_CLOCK_SKEW: "500ms",
+  SCHEDULER_POLL_INTERVAL: "200ms",
+  SCHEDULER_AUTO_FAILOVER: "1",
+};
+
+const STARTED = (l: LogLine) => l.msg === "scheduler started";
+const TOOK_OVER = (l: LogLine) => l.msg === "took over region authority";
+const WAITING_FOR_PROMOTION = (l: LogLine) => typeof l.msg === "string" && l.msg.startsWith("database is read-only");
+const SCHEDULE_PATH = "/s";
+
+/**
+ * A real local failover drill: PostgreSQL primary + streaming standby, region A (two
+ * scheduler processes) on the primary, region B (one) on the standby, a recording target;
+ * load, kill A, promote, B takes over by itself, drain, bring the old home back, report.
+ * Resolves with the report whatever happened (a phase that failed is in `error`); every
+ * process it started is gone and its temp dir removed when it resolves.
+ */
+export function runFailoverDrill(opts: FailoverDrillOptions): Promise<DrillReport> {
+  return new FailoverDrill(opts).run();
+}
+
+class FailoverDrill {
+  private readonly t: DrillTimings;
+  private readonly cleanup: Cleanup;
+  private readonly say: (line: string) => void;
+  private readonly t0 = Date.now();
+  private phaseStart = Date.now();
+  private readonly phases: Record<string, number> = {};
+  private readonly notes: string[] = [];
+  private readonly env: Record<string, string | undefined>;
+
+  private user!: PgUser;
+  private bin = "";
+  private pgVersion = "";
+  private work = "";
+  private logs = "";
+  private keepLogs = false;
+  private keptLogsAt: string | null = null;
+  private primary!: PgCluster;
+  private standby!: PgCluster;
+  private target: DrillTarget | undefined;
+  private load: Load | undefined;
+  private procs = new Map<string, { proc: SchedulerProc; stop: () => Promise<void> }>();
+
+  private killAt: number | null = null;
+  private gOld: number | null = null;
+  private gNew: number | null = null;
+  private promoteMs: number | null = null;
+  private takeoverMs: number | null = null;
+  private takeover: DrillReport["takeover"] = null;
+  private oldRegionFrom: number | null = null;
+
+  constructor(private readonly o: FailoverDrillOptions) {
+    this.t = { ...DEFAULT_TIMINGS, ...o.timings };
+    this.cleanup = o.cleanup ?? new Cleanup();
+    this.say = o.progress ?? (() => {});
+    this.env = o.env ?? process.env;
+  }
+
+  private progress(text: string): void {
+    if (this.cleanup.interrupted) return;
+    this.say(`drill +${((Date.now() - this.t0) / 1000).toFixed(1)}s: ${text}`);
+  }
+
+  private phase(name: string): void {
+    const now = Date.now();
+    this.phases[name] = now - this.phaseStart;
+    this.phaseStart = now;
+  }
+
+  async run(): Promise<DrillReport> {
+    const startedAt = new Date().toISOString();
+    const onExit = () => this.cleanup.runSync();
+    process.on("exit", onExit);
+    let error: string | null = null;
+    try {
+      await this.setup();
+      await this.startRegions();
+      await this.loadAndKill();
+      await this.failover();
+      await this.drain();
+      await this.oldHomeComesBack();
+    } catch (err) {
+      error = err instanceof DrillError ? err.message : ((err as Error)?.stack ?? String(err));
+      this.progress(`failed: ${error.split("\n")[0]}`);
+    }
+    this.load?.stop();
+    // Stop every scheduler before counting, so no call lands after the analysis.
+    for (const { stop } of this.procs.values()) await stop().catch(() => {});
+    const a = analyze({
+      calls: this.target?.calls ?? [],
+      jobs: this.load?.jobs ?? [],
+      schedulePath: SCHEDULE_PATH,
+      killAt: this.killAt,
+      newGeneration: this.gNew,
+      oldRegionFrom: this.oldRegionFrom,
+    });
+    const passed = a.passed && error === null;
+    this.keepLogs = !passed && !this.cleanup.interrupted;
+    const failures = await this.cleanup.run();
+    this.phase("teardown");
+    process.off("exit", onExit);
+    for (const f of failures) this.notes.push(`cleanup: ${f}`);
+    this.explain(a);
+    const report: DrillReport = {
+      drill: "failover",
+      ...a,
+      passed,
+      sync: this.o.sync,
+      jobs_requested: this.o.jobs,
+      started_at: startedAt,
+      finished_at: new Date().toISOString(),
+      generation_before: this.gOld,
+      generation_after: this.gNew,
+      promote_ms: this.promoteMs,
+      takeover_ms: this.takeoverMs,
+      takeover: this.takeover,
+      create_requests: this.load?.requests ?? 0,
+      create_retries: Object.fromEntries(this.load?.retries ?? []),
+      phases_ms: this.phases,
+      postgres: { version: this.pgVersion, bin: this.bin },
+      machine: machineInfo(),
+      notes: this.notes,
+      error,
+      logs_dir: this.keptLogsAt,
+    };
+    this.progress(`${passed ? "PASSED" : "FAILED"}: lost ${a.lost}, duplicates ${a.duplicates_accepted}, early ${a.early}, old home accepted ${a.old_region_accepted}, misfire ${a.misfire_ok ? "ok" : "NOT ok"}, rto ${a.rto_ms ?? "—"} ms`);
+    return report;
+  }
+
+  // ── 1–2. PostgreSQL primary and streaming standby ───────────────────────────────────
+
+  private async setup(): Promise<void> {
+    this.bin = findPgBin(this.o.pgBin, this.env);
+    this.user = await PgUser.detect();
+    this.work = await this.user.makeTempDir("scheduler-drill-");
+    this.logs = join(this.work, "logs");
+    mkdirSync(this.logs);
+    this.user.own(this.logs);
+    this.cleanup.add("temp dir", () => this.removeWork(), () => rmSync(this.work, { recursive: true, force: true }));
+    const mk = (name: string) =>
+      new PgCluster({ name, bin: this.bin, user: this.user, dataDir: join(this.work, name), socketDir: this.work, logFile: join(this.logs, `postgres-${name}.log`) });
+    this.primary = mk("primary");
+    this.standby = mk("standby");
+    for (const pg of [this.primary, this.standby]) this.cleanup.add(`postgres ${pg.name}`, () => pg.stopImmediate(), () => pg.stopSync());
+
+    this.pgVersion = await this.primary.version();
+    await this.primary.initdb();
+    this.primary.appendConf({
+      listen_addresses: "127.0.0.1",
+      unix_socket_directories: this.work,
+      wal_level: "replica",
+      max_wal_senders: 10,
+      max_replication_slots: 10,
+      wal_keep_size: "256MB",
+      hot_standby: "on",
+      fsync: "off",
+      synchronous_commit: "on",
+      max_connections: 300,
+    });
+    await this.primary.start();
+    await this.primary.sql("create database scheduler");
+    await this.standby.basebackupFrom(this.primary, "standby");
+    await this.standby.start();
+    if (this.o.sync) {
+      // Set on the primary only, after the base backup: a promoted standby that inherited
+      // it would wait forever for a standby of its own.
+      await this.primary.sql("alter system set synchronous_standby_names = 'standby'");
+      await this.primary.sql("select pg_reload_conf()");
+    }
+    await waitForStandby(this.primary, "standby", this.o.sync);
+    this.phase("postgres");
+    this.progress(
+      `PostgreSQL ${this.pgVersion} (${this.bin}${this.user.asRoot ? ", as user postgres" : ""}): primary 127.0.0.1:${this.primary.port}, ` +
+        `standby 127.0.0.1:${this.standby.port} streaming ${this.o.sync ? "synchronously (synchronous_standby_names='standby')" : "asynchronously"}`,
+    );
+  }
+
+  private removeWork(): void {
+    if (this.keepLogs && !this.cleanup.interrupted) {
+      try {
+        const dest = mkdtempSync(join(dirname(this.work), "scheduler-drill-logs-"));
+        rmdirSync(dest);
+        renameSync(this.logs, dest);
+        this.keptLogsAt = dest;
+      } catch {
+        // keep nothing rather than the whole data dirs
+      }
+    }
+    rmSync(this.work, { recursive: true, force: true });
+  }
+
+  // ── 3–4. Target and regions ─────────────────────────────────────────────────────────
+
+  private async spawn(name: string, args: string[], databaseUrl: string): Promise<SchedulerProc> {
+    const port = await freePort();
+    const env: Record<string, string> = { ...SCHEDULER_ENV, DATABASE_URL: databaseUrl, PORT: String(port) };
+    for (const k of ["PATH", "HOME", "TMPDIR", "LANG", "TZ"]) if (this.env[k]) env[k] = this.env[k]!;
+    const proc = new SchedulerProc({ name, command: this.o.schedulerCommand, args, env, port, logFile: join(this.logs, `scheduler-${name}.log`) });
+    const stop = this.cleanup.add(`scheduler ${name}`, () => proc.stop(), () => proc.kill("SIGKILL"));
+    this.procs.set(name, { proc, stop });
+    return proc;
+  }
+
+  private async stopProc(name: string): Promise<void> {
+    const p = this.procs.get(name);
+    if (!p) return;
+    this.procs.delete(name);
+    await p.stop();
+  }
+
+  private async startRegions(): Promise<void> {
+    this.target = new DrillTarget();
+    const target = this.target;
+    this.cleanup.add("webhook target", () => target.stop(), () => target.stop());
+
+    const primaryDb = this.primary.url("scheduler");
+    const aAll = await this.spawn("a-all", ["--mode=all", "--region=a"], primaryDb);
+    await aAll.waitForLog(STARTED, this.t.startTimeoutMs, '"scheduler started"');
+    const aWorker = await this.spawn("a-worker", ["--mode=worker", "--region=a"], primaryDb);
+    const bAll = await this.spawn("b-all", ["--mode=all", "--region=b"], this.standby.url("scheduler"));
+    await aWorker.waitForLog(STARTED, this.t.startTimeoutMs, '"scheduler started"');
+    // Region B on a read-only standby: it must wait for the promotion, not start.
+    const seen = await bAll.waitForLog((l) => WAITING_FOR_PROMOTION(l) || STARTED(l), this.t.startTimeoutMs, "it to wait for the standby's promotion");
+    if (STARTED(seen)) this.notes.push(`region b logged "scheduler started" on the standby before any promotion (expected it to log "database is read-only (a standby): waiting for it to be promoted" and wait)`);
+    const view = await getCluster(aAll.url, 2000);
+    this.gOld = typeof view?.generation === "number" ? view.generation : null;
+    if (view?.generation === undefined) this.notes.push(`region a's GET /v1/cluster had no "generation" (got ${JSON.stringify(view)})`);
+    if (view && view.role !== "home") this.notes.push(`region a's GET /v1/cluster said role ${JSON.stringify(view.role)} before the kill (expected "home")`);
+    this.phase("schedulers");
+    this.progress(
+      `target ${target.url}; region a: ${aAll.url} (all, pid ${aAll.pid}) + worker (pid ${aWorker.pid}) on the primary, generation ${this.gOld ?? "?"}; ` +
+        `region b: ${bAll.url} (all, pid ${bAll.pid}) on the standby, ${STARTED(seen) ? "started" : "waiting for promotion"}`,
+    );
+  }
+
+  // ── 5–6. Load, then kill region A ───────────────────────────────────────────────────
+
+  private loadDone: Promise<void> | undefined;
+
+  private async loadAndKill(): Promise<void> {
+    const target = this.target!;
+    const aAll = this.procs.get("a-all")!.proc;
+    const bAll = this.procs.get("b-all")!.proc;
+    this.load = new Load({
+      jobs: this.o.jobs,
+      targetUrl: target.url,
+      apis: new Map([["a", aAll.url], ["b", bAll.url]]),
+      home: "a",
+      windowMs: this.t.loadWindowMs,
+      minDueMs: this.t.minDueMs,
+      maxDueMs: this.t.maxDueMs,
+    });
+    const load = this.load;
+    const sched = await withTimeout(
+      load.createSchedule({ id: "drill-tick", cron: "* * * * * *", timezone: "UTC", target: { url: `${target.url}${SCHEDULE_PATH}` }, misfire: "fire_once", overlap: "allow" }),
+      this.t.startTimeoutMs,
+    );
+    if (!sched) throw new DrillError(`could not create the schedule drill-tick through region a's API (${aAll.url}); log: ${aAll.o.logFile}`);
+    this.loadDone = load.run();
+    const third = Math.ceil(this.o.jobs / 3);
+    const half = Math.ceil(this.o.jobs / 2);
+    const deadline = Date.now() + this.t.loadWindowMs + 30_000;
+    // About a third acknowledged, and something delivered already (so some jobs are due
+    // before the kill), or half acknowledged.
+    for (;;) {
+      const acked = load.acknowledged;
+      const delivered = target.calls.some((c) => c.accepted && c.path.startsWith("/j/"));
+      if (acked >= third && (delivered || acked >= half)) break;
+      if (Date.now() > deadline) throw new DrillError(`only ${acked} of ${this.o.jobs} jobs acknowledged by region a after ${Math.round((Date.now() - load.startedAt) / 1000)} s (last error: ${load.jobs.find((j) => j.lastError)?.lastError ?? "none"}); log: ${aAll.o.logFile}`);
+      await Bun.sleep(20);
+    }
+    this.phase("load_until_kill");
+    const acked = load.acknowledged;
+    const delivered = new Set(target.calls.filter((c) => c.accepted && c.path.startsWith("/j/")).map((c) => c.key)).size;
+    const aWorker = this.procs.get("a-worker")!.proc;
+    aAll.kill("SIGKILL");
+    aWorker.kill("SIGKILL");
+    this.killAt = Date.now();
+    await Promise.all([aAll.exited, aWorker.exited]);
+    await this.primary.stopImmediate();
+    this.progress(
+      `killed region a: ${acked}/${this.o.jobs} jobs acknowledged, ${delivered} delivered, ${target.calls.filter((c) => c.path === SCHEDULE_PATH).length} schedule ticks; ` +
+        `SIGKILL to pids ${aAll.pid} and ${aWorker.pid}, primary stopped -m immediate`,
+    );
+    await this.stopProc("a-all");
+    await this.stopProc("a-worker");
+  }
+
+  // ── 6. Promotion and takeover ───────────────────────────────────────────────────────
+
+  private async failover(): Promise<void> {
+    const killAt = this.killAt!;
+    const bAll = this.procs.get("b-all")!.proc;
+    await this.standby.promote();
+    this.promoteMs = Date.now() - killAt;
+    this.phase("kill_to_promoted");
+    this.progress(`standby promoted (pg_is_in_recovery() false) ${this.promoteMs} ms after the kill`);
+
+    const took = await bAll.waitForLog(TOOK_OVER, this.t.takeoverTimeoutMs, '"took over region authority"');
+    const loggedAt = typeof took.time === "string" ? Date.parse(took.time) : NaN;
+    this.takeoverMs = (Number.isFinite(loggedAt) ? loggedAt : Date.now()) - killAt;
+    this.takeover = { from: took.from, to: took.to, generation: took.generation };
+    let view = await getCluster(bAll.url, 2000);
+    const end = Date.now() + 10_000;
+    while (view?.role !== "home" && Date.now() < end) {
+      await Bun.sleep(100);
+      view = await getCluster(bAll.url, 2000);
+    }
+    if (typeof view?.generation === "number") this.gNew = view.generation;
+    else if (typeof took.generation === "number") {
+      this.gNew = took.generation;
+      this.notes.push(`region b's GET /v1/cluster had no numeric "generation" after the takeover (got ${JSON.stringify(view)}); used the generation from its "took over region authority" log line`);
+    } else throw new DrillError(`region b took over but neither GET /v1/cluster nor its log says the new generation (cluster: ${JSON.stringify(view)}, log: ${JSON.stringify(took)})`);
+    if (view?.role !== "home") this.notes.push(`region b's GET /v1/cluster still said role ${JSON.stringify(view?.role)} 10 s after it logged the takeover`);
+    if (typeof took.generation === "number" && took.generation !== this.gNew) this.notes.push(`region b logged generation ${took.generation} at takeover, GET /v1/cluster says ${this.gNew}`);
+    if (this.gOld !== null && this.gNew <= this.gOld) this.notes.push(`the generation did not increase at takeover (${this.gOld} → ${this.gNew})`);
+    this.phase("promoted_to_takeover");
+    this.progress(`region b took over the authority (from ${String(took.from)} to ${String(took.to)}, generation ${this.gNew}) ${this.takeoverMs} ms after the kill`);
+
+    const floor = BigInt(this.gNew) << 32n;
+    const first = await this.target!.waitFor((c) => c.accepted && c.token !== null && c.token >= floor, this.t.takeoverTimeoutMs);
+    if (!first) throw new DrillError(`region b took over but no call with a generation-${this.gNew} token reached the target within ${this.t.takeoverTimeoutMs} ms; log: ${bAll.o.logFile}\n${bAll.lastOutput()}`);
+    this.phase("takeover_to_first_call");
+    this.progress(`first call accepted from region b (${first.key}, token ${first.token}) ${first.at - killAt} ms after the kill`);
+  }
+
+  // ── 7. Every acknowledged job delivered ─────────────────────────────────────────────
+
+  private async drain(): Promise<void> {
+    const load = this.load!;
+    const target = this.target!;
+    const settled = await withTimeout(this.loadDone!.then(() => true), this.t.drainGraceMs);
+    if (!settled) {
+      load.stop();
+      const pending = load.jobs.filter((j) => j.ackAt === null && j.rejected === null);
+      this.notes.push(`${pending.length} create(s) never acknowledged within ${this.t.drainGraceMs} ms of the takeover (last error: ${pending[0]?.lastError ?? "?"})`);
+    }
+    const rejected = load.jobs.filter((j) => j.rejected !== null);
+    if (rejected.length) this.notes.push(`${rejected.length} create(s) refused for good, e.g. ${rejected[0].key}: ${rejected[0].rejected}`);
+    this.progress(`load done: ${load.jobs.length} created, ${load.acknowledged} acknowledged, ${load.requests} requests`);
+    const acked = load.jobs.filter((j) => j.ackAt !== null);
+    const lastDue = Math.max(0, ...acked.map((j) => j.runAt));
+    const deadline = lastDue + this.t.drainGraceMs;
+    const accepted = () => new Set(target.calls.filter((c) => c.accepted).map((c) => c.key));
+    let missing = acked.length;
+    for (;;) {
+      const got = accepted();
+      missing = acked.filter((j) => !got.has(j.key)).length;
+      if (missing === 0 || Date.now() > deadline) break;
+      await Bun.sleep(100);
+    }
+    this.phase("drain");
+    this.progress(`${acked.length - missing}/${acked.length} acknowledged jobs delivered${missing ? ` (${missing} still missing ${this.t.drainGraceMs} ms after the last due time)` : ""}`);
+  }
+
+  // ── 8. The old home comes back on its old database ─────────────────────────────────
+
+  private async oldHomeComesBack(): Promise<void> {
+    const target = this.target!;
+    const gNew = this.gNew!;
+    this.oldRegionFrom = Date.now();
+    // It has no standby any more; with synchronous_standby_names still set, its writes would
+    // wait forever and it would never call anything, which would test nothing.
+    await this.primary.start({ port: this.primary.port, settings: { synchronous_standby_names: "" } });
+    const again = await this.spawn("a-all-again", ["--mode=all", "--region=a"], this.primary.url("scheduler"));
+    await again.waitForLog(STARTED, this.t.startTimeoutMs, '"scheduler started"');
+    this.progress(`old primary restarted as an independent primary (split brain) on 127.0.0.1:${this.primary.port}; region a's all-in-one process ${again.url} (pid ${again.pid}) on it`);
+    const from = this.oldRegionFrom;
+    const isOld = (c: TargetCall) => c.at >= from && c.token !== null && generationOf(c.token) < gNew;
+    const first = await target.waitFor(isOld, this.t.oldRegionWaitMs);
+    if (first) await Bun.sleep(this.t.oldRegionExtraMs);
+    else this.notes.push(`the old home made no call within ${this.t.oldRegionWaitMs} ms of starting on its old database: fencing at the target was not exercised this run; log: ${again.o.logFile}`);
+    await this.stopProc("a-all-again");
+    await this.primary.stopImmediate();
+    const calls = target.calls.filter(isOld);
+    this.phase("old_home");
+    this.progress(`old home: ${calls.length} calls with a generation < ${gNew} token, ${calls.filter((c) => c.accepted).length} accepted, ${calls.filter((c) => !c.accepted).length} refused (409)`);
+  }
+
+  private explain(a: ReturnType<typeof analyze>): void {
+    if (a.redelivered_after_crash > 0) {
+      this.notes.push(
+        `${a.redelivered_after_crash} job(s) were accepted twice: once from the old generation before the kill and once from the new generation after it ` +
+          `(${a.redelivered_keys.slice(0, 5).join(", ")}). Region a made the call but died before the outcome reached the surviving database, so region b ` +
+          `ran it again: the documented at-least-once delivery. Both calls carry the same Idempotency-Key and webhook-id, so a target that deduplicates applies it once. Not counted as duplicates.`,
+      );
+    }
+    if (a.lost > 0 && !this.o.sync) {
+      this.notes.push(
+        `${a.lost} acknowledged job(s) lost: without --sync the standby is asynchronous, so jobs region a acknowledged in the moments before the kill ` +
+          `may never have reached it (RPO > 0). Run with --sync for synchronous replication (RPO 0).`,
+      );
+    }
+    if (a.delivered_unacknowledged > 0) {
+      this.notes.push(`${a.delivered_unacknowledged} job(s) were delivered although their create was never acknowledged (the answer was lost with region a, or the drill stopped retrying).`);
+    }
+    if (a.calls_without_token > 0) this.notes.push(`${a.calls_without_token} call(s) came without a numeric Scheduler-Fencing-Token.`);
+    if (a.catchup_runs > 1) this.notes.push(`schedule drill-tick (misfire fire_once) ran ${a.catchup_runs} catch-up occurrences for one outage; fire_once allows one.`);
+    if (a.ticks_after_takeover === 0) this.notes.push(`schedule drill-tick did not tick from region b after the takeover.`);
+    if (a.outage_due_delivered < a.outage_due) this.notes.push(`${a.outage_due - a.outage_due_delivered} job(s) due during the outage were never delivered.`);
+  }
+}
+
+async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | null> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([p, new Promise<null>((r) => (timer = setTimeout(() => r(null), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
