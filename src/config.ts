@@ -15,6 +15,9 @@ export interface Config {
   upstash?: { url: string; token: string };
   region: string;
   homeRegion: string;
+  /** Region authority lease: its TTL, and whether a standby takes over when it lapses. */
+  authorityTtlMs: number;
+  autoFailover: boolean;
   tokens: TokenGrant[];
   signingKey?: Uint8Array;
   workerConcurrency: number;
@@ -89,6 +92,8 @@ const ENV_SCHEMA = {
   SCHEDULER_INDEX_WINDOW: duration(1000),
   SCHEDULER_INDEX_SHARDS: int(1, 1024),
   SCHEDULER_INDEX_RECONCILE: duration(100),
+  SCHEDULER_AUTHORITY_TTL: duration(1000),
+  SCHEDULER_AUTO_FAILOVER: bool,
   SCHEDULER_INDEX_PREFIX: v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1 to 64 letters, digits, _ . : or -")),
 } as const;
 
@@ -149,6 +154,8 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     upstash: upstashUrl && upstashToken ? { url: upstashUrl, token: upstashToken } : undefined,
     region,
     homeRegion: read(env, "HOME_REGION") ?? (env.PRIMARY_REGION || region),
+    authorityTtlMs: read(env, "SCHEDULER_AUTHORITY_TTL") ?? 30_000,
+    autoFailover: read(env, "SCHEDULER_AUTO_FAILOVER") ?? true,
     tokens,
     signingKey,
     workerConcurrency: read(env, "WORKER_CONCURRENCY") ?? 100,

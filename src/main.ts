@@ -5,7 +5,7 @@ import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { openIndex } from "./index/open-index.ts";
 import { rebuildIndex } from "./index/index-rebuild.ts";
 import { createLogger } from "./obs/log.ts";
-import { startRuntime, type Runtime } from "./runtime.ts";
+import { startRuntime, StartAborted, type Runtime } from "./runtime.ts";
 import { DataDirLockedError } from "./store/dir-lock.ts";
 import { migrate } from "./store/migrate.ts";
 import { openDb } from "./store/open.ts";
@@ -112,13 +112,25 @@ async function main(argv: string[]): Promise<void> {
       log.warn({ signal: sig }, "second signal: exiting now; leases will lapse and other workers take over");
       process.exit(1);
     }
-    // During start-up (the embedded database may be mid-creation): stop once started.
-    if (!rt) pendingSignal = sig;
-    else stop(rt, sig);
+    // During start-up (the embedded database may be mid-creation): stop once started; a
+    // start still waiting for a standby database to be promoted ends at once.
+    if (!rt) {
+      pendingSignal = sig;
+      starting.abort();
+    } else stop(rt, sig);
   };
+  const starting = new AbortController();
   process.on("SIGTERM", () => onSignal("SIGTERM"));
   process.on("SIGINT", () => onSignal("SIGINT"));
-  rt = await startRuntime(config, { log });
+  try {
+    rt = await startRuntime(config, { log, signal: starting.signal });
+  } catch (err) {
+    if (err instanceof StartAborted) {
+      log.info("stopped while waiting to start");
+      process.exit(0);
+    }
+    throw err;
+  }
   if (pendingSignal) stop(rt, pendingSignal);
 }
 

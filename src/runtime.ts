@@ -10,6 +10,8 @@ import { registerJobGauges } from "./obs/job-gauges.ts";
 import { Metrics } from "./obs/metrics.ts";
 import type { Db } from "./store/db.ts";
 import { migrate } from "./store/migrate.ts";
+import { databaseIsStandby, seedAuthority } from "./store/authority.ts";
+import { RegionAuthority } from "./region/authority.ts";
 import { openDb } from "./store/open.ts";
 import type { JobRow } from "./store/types.ts";
 import { Worker } from "./worker/worker.ts";
@@ -22,6 +24,7 @@ export interface Runtime {
   dispatcher?: Dispatcher;
   /** The Redis due index's keeper, when REDIS_URL or Upstash is set and this process dispatches. */
   index?: IndexKeeper;
+  authority?: RegionAuthority;
   worker?: Worker;
   server?: ReturnType<typeof serve>;
   /** The address the HTTP server listens on, e.g. http://127.0.0.1:8080. */
@@ -34,6 +37,8 @@ export interface StartOptions {
   log?: Logger;
   /** Test seam, see WorkerOptions.beforeStart. */
   beforeStart?: (jobs: JobRow[]) => Promise<void>;
+  /** Aborts a start that is still waiting (for a standby database to be promoted). */
+  signal?: AbortSignal;
 }
 
 /** Opens the database, migrates, and starts what the mode asks for. */
@@ -43,8 +48,10 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   const db = opts.db ?? (await openDb(config, `scheduler-${config.mode}`));
   const ownsDb = !opts.db;
   try {
+    await waitUntilWritable(db, log, opts.signal);
     const { applied } = await migrate(db);
     if (applied.length > 0) log.info({ applied }, "migrations applied");
+    await seedAuthority(db, config.homeRegion);
   } catch (err) {
     if (ownsDb) await db.close();
     throw err;
@@ -53,11 +60,25 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   registerJobGauges(metrics, db);
   const rt: Runtime = { config, db, log, metrics, stop: async () => {} };
   const want = (m: string) => config.mode === "all" || config.mode === m;
-  const dispatchHere = want("dispatcher") && config.region === config.homeRegion;
-  const workHere = want("worker") && config.region === config.homeRegion;
+  // Every process follows the region authority: the API for fly-replay and /v1/cluster,
+  // workers and dispatchers to work only while their region is home. Dispatchers also renew
+  // it (as leader) or take it over (as a standby, when it lapses).
+  rt.authority = new RegionAuthority({
+    db, region: config.region, owner, ttlMs: config.authorityTtlMs, skewMs: config.clockSkewMs,
+    autoFailover: config.autoFailover, acts: want("dispatcher"), log, metrics,
+    isLeader: () => rt.dispatcher?.elector.current !== undefined,
+    onChange: () => {
+      rt.dispatcher?.elector.poke();
+      rt.dispatcher?.poke();
+      rt.worker?.poke();
+    },
+  });
+  await rt.authority.begin();
+  const dispatchHere = want("dispatcher");
+  const workHere = want("worker");
   if (workHere) {
     rt.worker = new Worker({
-      db, owner, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, pollIntervalMs: config.pollIntervalMs,
+      db, owner, region: config.region, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, pollIntervalMs: config.pollIntervalMs,
       shutdownGraceMs: config.shutdownGraceMs, signingKey: config.signingKey, allowPrivateTargets: config.allowPrivateTargets,
       log, metrics, beforeStart: opts.beforeStart,
     });
@@ -78,11 +99,13 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       localWorker: rt.worker,
       catchupPerSecond: config.catchupPerSecond,
       index: rt.index,
+      authority: rt.authority,
     });
     await rt.dispatcher.begin();
   }
-  if ((want("dispatcher") || want("worker")) && config.region !== config.homeRegion) {
-    log.info({ home_region: config.homeRegion }, "standby region: not dispatching or executing");
+  const home = rt.authority.current?.homeRegion;
+  if ((want("dispatcher") || want("worker")) && home !== config.region) {
+    log.info({ home_region: home }, "standby region: not dispatching or executing while the home region holds the authority");
   }
   const app = createApp({ db, config, metrics, log, serveApi: want("api") });
   rt.server = serve(app, { host: config.host, port: config.port });
@@ -102,6 +125,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
         ["http server", () => rt.server?.stop()],
         ["dispatcher", () => rt.dispatcher?.end()],
         ["due index", () => rt.index?.close()],
+        ["region authority", () => rt.authority?.end()],
         ["worker", () => rt.worker?.stop()],
         ["database", () => (ownsDb ? db.close() : undefined)],
       ];
@@ -118,4 +142,26 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       log.info("stopped");
     })());
   return rt;
+}
+
+/**
+ * A standby region's database may be a read-only replica until its promotion: wait for it
+ * (warm, connected), then start. Logged once; a stop request ends the wait.
+ */
+async function waitUntilWritable(db: Db, log: Logger, signal?: AbortSignal): Promise<void> {
+  let said = false;
+  while (await databaseIsStandby(db)) {
+    if (!said) log.info("database is read-only (a standby): waiting for it to be promoted");
+    said = true;
+    if (signal?.aborted) throw new StartAborted();
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  if (said) log.info("database promoted: starting");
+}
+
+export class StartAborted extends Error {
+  constructor() {
+    super("stopped before the start completed");
+    this.name = "StartAborted";
+  }
 }

@@ -6,9 +6,12 @@
 -- queued for any worker. $8: how late a job must be (ms): 0 normally; the reconciliation pass
 -- behind the Redis index asks only for jobs the index should already have handed out.
 WITH lease AS (
-  -- FOR SHARE: a takeover (an UPDATE of this row) waits for this claim to commit, so the
-  -- check holds until the end of the statement, not only at its snapshot.
-  SELECT 1 FROM leases WHERE name = $1 AND owner = $2 AND epoch = $3 AND lease_until > now()
+  -- FOR SHARE: a takeover or a region failover (an UPDATE of either row) waits for this
+  -- claim to commit, so the check holds until the end of the statement, not only at its
+  -- snapshot. $9/$10: this region must hold the authority, at this generation.
+  SELECT 1 FROM leases l, region_authority a
+  WHERE l.name = $1 AND l.owner = $2 AND l.epoch = $3 AND l.lease_until > now()
+    AND a.home_region = $9 AND a.generation = $10
   FOR SHARE
 ), due AS (
   SELECT id FROM jobs
@@ -33,7 +36,9 @@ RETURNING j.*;
 -- trusted: every condition of ClaimDue is checked again here, on the rows themselves, so a
 -- stale entry (cancelled, rescheduled, claimed, unknown) claims nothing.
 WITH lease AS (
-  SELECT 1 FROM leases WHERE name = $1 AND owner = $2 AND epoch = $3 AND lease_until > now()
+  SELECT 1 FROM leases l, region_authority a
+  WHERE l.name = $1 AND l.owner = $2 AND l.epoch = $3 AND l.lease_until > now()
+    AND a.home_region = $9 AND a.generation = $10
   FOR SHARE
 ), due AS (
   SELECT id FROM jobs

@@ -65,8 +65,10 @@ SELECT pg_notify('scheduler_due', $1::text);
 -- name: LockDispatchLease
 -- Fencing for occurrence generation: the whole transaction runs under this shared lock on
 -- the lease row, so a takeover waits for it to commit, and a stale leader finds no row.
-SELECT 1 AS ok FROM leases
-WHERE name = $1 AND owner = $2 AND epoch = $3 AND lease_until > now()
+-- $4/$5: this region must hold the authority, at this generation.
+SELECT 1 AS ok FROM leases l, region_authority a
+WHERE l.name = $1 AND l.owner = $2 AND l.epoch = $3 AND l.lease_until > now()
+  AND a.home_region = $4 AND a.generation = $5
 FOR SHARE;
 
 -- name: DueSchedules

@@ -4,6 +4,8 @@ WITH c AS (
   SELECT id FROM jobs
   WHERE status = 'queued' AND due_at <= now() AND (expires_at IS NULL OR expires_at > now())
     AND (start_by IS NULL OR start_by > now() OR calls > 0)
+    -- Workers outside the home region take nothing ($4: this worker's region).
+    AND EXISTS (SELECT 1 FROM region_authority WHERE home_region = $4)
   ORDER BY priority DESC, due_at
   LIMIT $2
   FOR UPDATE SKIP LOCKED
@@ -16,14 +18,19 @@ RETURNING j.*;
 
 -- name: StartAttempts
 -- The check right before calling: still ours (owner + generation), same version (no cancel
--- or reschedule since the claim), not flagged cancelled, due. Only jobs that pass get an
--- attempt row and are called.
-WITH ok AS (
+-- or reschedule since the claim), not flagged cancelled, due, and this worker's region ($5)
+-- holds the authority at the generation the job was claimed under: a claim made before a
+-- region failover is never called after it. Only jobs that pass get an attempt row and are
+-- called.
+WITH auth AS (
+  SELECT generation FROM region_authority WHERE home_region = $5
+), ok AS (
   UPDATE jobs j SET calls = j.calls + 1, updated_at = now(),
     -- An occurrence whose first call starts past its grace is a catch-up run, and stays one.
     catchup = j.catchup OR (j.calls = 0 AND j.catchup_after IS NOT NULL AND now() > j.catchup_after)
-  FROM unnest($2::uuid[], $3::int[], $4::int[]) AS x(id, gen, ver)
+  FROM unnest($2::uuid[], $3::int[], $4::int[]) AS x(id, gen, ver), auth
   WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1
+    AND j.epoch >= auth.generation * 4294967296
     AND j.lease_generation = x.gen AND j.version = x.ver
     AND NOT j.cancel_requested AND j.due_at <= now()
     AND (j.expires_at IS NULL OR j.expires_at > now())

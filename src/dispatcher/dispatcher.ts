@@ -5,6 +5,7 @@ import type { JobRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { fencingToken } from "../region/fencing.ts";
+import type { RegionAuthority } from "../region/authority.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { LeaderElector } from "./leader-elector.ts";
 import { LeaseReaper } from "./lease-reaper.ts";
@@ -31,6 +32,15 @@ export interface DispatcherOptions {
   catchupPerSecond: number;
   /** A Redis due index kept by this dispatcher while it leads; without, discovery is SQL only. */
   index?: IndexKeeper;
+  /** The region authority: this dispatcher leads and claims only while its region is home. */
+  authority: RegionAuthority;
+}
+
+/** What a claim is fenced by: the dispatch lease and the region authority's generation. */
+export interface Fence {
+  hold: LeaseHold;
+  region: string;
+  generation: number;
 }
 
 export interface LocalWorker {
@@ -61,6 +71,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     super("dispatcher", o.log);
     this.elector = new LeaderElector({
       db: o.db, name: DISPATCH_LEASE, owner: o.owner, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, log: o.log,
+      region: o.authority.region,
       onChange: (hold) => this.onLeadership(hold),
     });
     this.reaper = new LeaseReaper({
@@ -98,14 +109,16 @@ export class Dispatcher extends PeriodicLoop<number> {
 
   async runOnce(): Promise<number> {
     const hold = this.elector.current;
-    if (!hold) {
+    const auth = this.o.authority.current;
+    if (!hold || !auth || auth.homeRegion !== this.o.authority.region) {
       this.sleepMs = this.o.pollIntervalMs;
       return 0;
     }
+    const fence: Fence = { hold, region: auth.homeRegion, generation: auth.generation };
     // Occurrences first: one due now is then claimed in this same pass.
-    const schedules = await this.generateIfDue(hold);
+    const schedules = await this.generateIfDue(fence);
     await this.expire();
-    const { claimed, full, capped } = await this.claim(hold);
+    const { claimed, full, capped } = await this.claim(fence);
     if (capped) {
       this.sleepMs = 20;
       return 0;
@@ -129,12 +142,12 @@ export class Dispatcher extends PeriodicLoop<number> {
   /** Earliest next_fire_at seen (epoch ms, database clock); generation runs only near it. */
   private scheduleDueAt = -Infinity;
 
-  private async generateIfDue(hold: LeaseHold): Promise<number> {
+  private async generateIfDue(fence: Fence): Promise<number> {
     // The database's clock decides what is due; ours may differ by the skew margin, so the
     // generator runs on every pass from a little before the earliest fire time.
     if (Date.now() < this.scheduleDueAt - this.o.skewMs - 50) return 0;
     try {
-      return await this.generator.runOnce(hold);
+      return await this.generator.runOnce(fence);
     } catch (err) {
       // Schedules must not hold back one-off jobs: claims go on, generation is retried.
       this.o.log.error({ err }, "occurrence generation failed; retrying on the next pass");
@@ -158,8 +171,9 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
   }
 
-  private async claim(hold: LeaseHold): Promise<{ claimed: number; full: boolean; capped: boolean }> {
-    const token = fencingToken(0, hold.epoch);
+  private async claim(fence: Fence): Promise<{ claimed: number; full: boolean; capped: boolean }> {
+    const { hold } = fence;
+    const token = fencingToken(fence.generation, hold.epoch);
     const local = this.o.localWorker;
     const room = local ? local.takeSlots(this.o.batch) : 0;
     let claimed: JobRow[];
@@ -167,7 +181,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (local && room > 0) {
       limit = room;
       try {
-        claimed = await this.claimSome({ hold, limit, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
+        claimed = await this.claimSome({ hold, fence, limit, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
         if (claimed.length > 0) local.accept(claimed);
       } finally {
         local.giveBack(room);
@@ -182,14 +196,14 @@ export class Dispatcher extends PeriodicLoop<number> {
       limit = Math.min(this.o.batch, space);
       // Queued jobs wait under a lease too; if no worker takes them in this long, the
       // reaper hands them back.
-      claimed = await this.claimSome({ hold, limit, token, ttlMs: this.o.leaseTtlMs * 10 });
+      claimed = await this.claimSome({ hold, fence, limit, token, ttlMs: this.o.leaseTtlMs * 10 });
       if (claimed.length > 0) {
         await notifyQueued(this.o.db, claimed.length);
         this.o.onQueued?.(claimed.length);
       }
     }
     for (const c of claimed) this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
-    if (claimed.length > 0) this.o.log.debug({ count: claimed.length, epoch: hold.epoch }, "dispatched due jobs");
+    if (claimed.length > 0) this.o.log.debug({ count: claimed.length, token }, "dispatched due jobs");
     return { claimed: claimed.length, full: claimed.length === limit, capped: false };
   }
 
@@ -218,7 +232,7 @@ export class Dispatcher extends PeriodicLoop<number> {
   }
 
   private onLeadership(hold: LeaseHold | undefined): void {
-    this.o.metrics.authorityEpoch.set(hold ? fencingToken(0, hold.epoch) : 0);
+    this.o.metrics.authorityEpoch.set(hold ? fencingToken(this.o.authority.current?.generation ?? 0, hold.epoch) : 0);
     if (hold) this.poke();
     const keeper = this.o.index;
     const done = keeper

@@ -10,6 +10,8 @@ export interface LeaderElectorOptions {
   ttlMs: number;
   skewMs: number;
   log: Logger;
+  /** Lead only while this region holds the region authority (checked in the lease's SQL). */
+  region?: string;
   onChange?: (hold: LeaseHold | undefined) => void;
 }
 
@@ -48,16 +50,16 @@ export class LeaderElector extends PeriodicLoop<void> {
   async runOnce(): Promise<void> {
     const sentAt = performance.now();
     if (this.hold) {
-      const renewed = await renewLease(this.o.db, this.hold, this.o.ttlMs);
+      const renewed = await renewLease(this.o.db, this.hold, this.o.ttlMs, this.o.region);
       if (renewed) {
         this.hold = renewed;
         this.trustedUntil = sentAt + this.o.ttlMs;
         return;
       }
-      this.o.log.warn({ lease: this.o.name, epoch: this.hold.epoch }, "lost leadership: the lease now names another holder");
+      this.o.log.warn({ lease: this.o.name, epoch: this.hold.epoch }, "lost leadership: the lease now names another holder, or this region is no longer home");
       this.set(undefined);
     }
-    const got = await acquireLease(this.o.db, { name: this.o.name, owner: this.o.owner, ttlMs: this.o.ttlMs, skewMs: this.o.skewMs });
+    const got = await acquireLease(this.o.db, { name: this.o.name, owner: this.o.owner, ttlMs: this.o.ttlMs, skewMs: this.o.skewMs, region: this.o.region });
     if (got) {
       this.o.log.info({ lease: this.o.name, epoch: got.epoch, owner: this.o.owner }, "became leader");
       this.trustedUntil = sentAt + this.o.ttlMs;

@@ -35,9 +35,10 @@ export class ScheduleGenerator {
   constructor(private readonly o: ScheduleGeneratorOptions) {}
 
   /** One pass; returns how many schedules were processed. */
-  async runOnce(hold: LeaseHold): Promise<number> {
+  async runOnce(fence: { hold: LeaseHold; region: string; generation: number }): Promise<number> {
+    const { hold } = fence;
     return this.o.db.tx(async (q) => {
-      const fenced = await q.query(sql("LockDispatchLease"), [hold.name, hold.owner, hold.epoch]);
+      const fenced = await q.query(sql("LockDispatchLease"), [hold.name, hold.owner, hold.epoch, fence.region, fence.generation]);
       if (fenced.length === 0) return 0;
       const due = await q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [this.o.batch]);
       for (const s of due) {

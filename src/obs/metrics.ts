@@ -27,6 +27,8 @@ export class Metrics {
   readonly indexRebuilds = new client.Counter({ name: "scheduler_index_rebuilds_total", help: "Rebuilds of the Redis due index from SQL", registers: [this.registry] });
   readonly indexStale = new client.Counter({ name: "scheduler_index_stale_entries_total", help: "Index entries dropped because SQL said the job was not due (cancelled, moved, claimed, unknown)", registers: [this.registry] });
   readonly indexReconciled = new client.Counter({ name: "scheduler_index_reconciled_total", help: "Due jobs missing from the Redis index, found and claimed by the SQL reconciliation pass", registers: [this.registry] });
+  readonly regionHome = new client.Gauge({ name: "scheduler_region_home", help: "1 while this process's region holds the region authority (home), 0 in a standby region", registers: [this.registry] });
+  readonly authorityGeneration = new client.Gauge({ name: "scheduler_authority_generation", help: "Failover generation of the region authority (the high half of every fencing token)", registers: [this.registry] });
   readonly inflight = new client.Gauge({ name: "scheduler_worker_inflight", help: "Calls in flight in this process", registers: [this.registry] });
 
   constructor() {

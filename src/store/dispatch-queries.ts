@@ -9,6 +9,8 @@ import type { JobRow } from "./types.ts";
  */
 export interface ClaimParams {
   hold: LeaseHold;
+  /** This region and the authority generation it holds: checked in the claim's statement. */
+  fence: { region: string; generation: number };
   limit: number;
   token: number;
   ttlMs: number;
@@ -17,12 +19,12 @@ export interface ClaimParams {
 
 /** `lateMs`: claim only jobs at least this late (the reconciliation pass behind the Redis index). */
 export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number }) {
-  return db.query<JobRow>(sql("ClaimDue"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0]);
+  return db.query<JobRow>(sql("ClaimDue"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0, p.fence.region, p.fence.generation]);
 }
 
 /** claimDue restricted to these job ids (candidates from the Redis index, validated here). */
 export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[] }) {
-  return db.query<JobRow>(sql("ClaimDueIds"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids]);
+  return db.query<JobRow>(sql("ClaimDueIds"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation]);
 }
 
 export async function expireDue(db: Queryable, limit: number) {

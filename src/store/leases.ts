@@ -8,15 +8,18 @@ export interface LeaseHold {
   leaseUntil: Date;
 }
 
-/** Takes the named lease if it is free or expired beyond the skew margin; bumps the epoch. */
-export async function acquireLease(db: Queryable, p: { name: string; owner: string; ttlMs: number; skewMs: number }): Promise<LeaseHold | undefined> {
-  const row = (await db.query<{ epoch: string; lease_until: Date }>(sql("AcquireLease"), [p.name, p.owner, p.ttlMs, p.skewMs]))[0];
+/**
+ * Takes the named lease if it is free or expired beyond the skew margin; bumps the epoch.
+ * With `region`, only while that region holds the region authority.
+ */
+export async function acquireLease(db: Queryable, p: { name: string; owner: string; ttlMs: number; skewMs: number; region?: string }): Promise<LeaseHold | undefined> {
+  const row = (await db.query<{ epoch: string; lease_until: Date }>(sql("AcquireLease"), [p.name, p.owner, p.ttlMs, p.skewMs, p.region ?? null]))[0];
   return row ? { name: p.name, owner: p.owner, epoch: Number(row.epoch), leaseUntil: row.lease_until } : undefined;
 }
 
-/** Extends the lease only while it still names this owner and epoch. */
-export async function renewLease(db: Queryable, hold: LeaseHold, ttlMs: number): Promise<LeaseHold | undefined> {
-  const row = (await db.query<{ lease_until: Date }>(sql("RenewLease"), [hold.name, hold.owner, hold.epoch, ttlMs]))[0];
+/** Extends the lease only while it still names this owner and epoch (and, with `region`, that region is home). */
+export async function renewLease(db: Queryable, hold: LeaseHold, ttlMs: number, region?: string): Promise<LeaseHold | undefined> {
+  const row = (await db.query<{ lease_until: Date }>(sql("RenewLease"), [hold.name, hold.owner, hold.epoch, ttlMs, region ?? null]))[0];
   return row ? { ...hold, leaseUntil: row.lease_until } : undefined;
 }
 

@@ -3,6 +3,7 @@ import m001 from "../../sql/migrations/001_jobs.sql" with { type: "text" };
 import m002 from "../../sql/migrations/002_schedules.sql" with { type: "text" };
 import m003 from "../../sql/migrations/003_index_outbox.sql" with { type: "text" };
 import m004 from "../../sql/migrations/004_index_capture.sql" with { type: "text" };
+import m005 from "../../sql/migrations/005_region_authority.sql" with { type: "text" };
 
 export interface Migration { version: number; name: string; sql: string }
 
@@ -11,4 +12,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 2, name: "002_schedules", sql: m002 },
   { version: 3, name: "003_index_outbox", sql: m003 },
   { version: 4, name: "004_index_capture", sql: m004 },
+  { version: 5, name: "005_region_authority", sql: m005 },
 ];

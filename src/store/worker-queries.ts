@@ -4,15 +4,19 @@ import type { JobRow } from "./types.ts";
 
 export interface Claimed { id: string; gen: number }
 
-export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number }): Promise<JobRow[]> {
-  return db.query<JobRow>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs]);
+/** Takes queued jobs; nothing unless `region` holds the region authority. */
+export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number; region: string }): Promise<JobRow[]> {
+  return db.query<JobRow>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs, p.region]);
 }
 
-/** Re-checks claimed jobs right before the call and opens an attempt for each that passes. */
-export async function startAttempts(db: Queryable, owner: string, jobs: { id: string; gen: number; version: number }[]) {
+/**
+ * Re-checks claimed jobs right before the call and opens an attempt for each that passes;
+ * `region` must hold the authority at the generation the job was claimed under.
+ */
+export async function startAttempts(db: Queryable, owner: string, region: string, jobs: { id: string; gen: number; version: number }[]) {
   if (jobs.length === 0) return [];
   return db.query<{ attempt_id: string; job_id: string; number: number; catchup: boolean }>(sql("StartAttempts"), [
-    owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.version),
+    owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.version), region,
   ]);
 }
 

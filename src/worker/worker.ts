@@ -15,6 +15,8 @@ export interface WorkerOptions {
   db: Db;
   /** Lease owner token: unique per process. */
   owner: string;
+  /** This process's region: the worker calls nothing unless it holds the region authority. */
+  region: string;
   concurrency: number;
   leaseTtlMs: number;
   pollIntervalMs: number;
@@ -159,7 +161,7 @@ export class Worker {
 
   /** One claim pass: returns how many jobs were claimed. */
   async runOnce(limit: number): Promise<number> {
-    const claimed = await claimQueued(this.o.db, { owner: this.o.owner, limit, leaseTtlMs: this.o.leaseTtlMs });
+    const claimed = await claimQueued(this.o.db, { owner: this.o.owner, limit, leaseTtlMs: this.o.leaseTtlMs, region: this.o.region });
     if (claimed.length === 0) return 0;
     this.reserve(claimed);
     await this.startClaimed(claimed);
@@ -191,7 +193,7 @@ export class Worker {
       }
       if (deferred.length > 0) await deferJobs(this.o.db, this.o.owner, deferred);
       for (const d of deferred) this.inflight.delete(d.id);
-      const started = await startAttempts(this.o.db, this.o.owner, ready.map((j) => ({ id: j.id, gen: j.lease_generation, version: j.version })));
+      const started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((j) => ({ id: j.id, gen: j.lease_generation, version: j.version })));
       const startedIds = new Set(started.map((s) => s.job_id));
       // Cancelled, rescheduled or reclaimed since the claim: not called.
       const stale = ready.filter((j) => !startedIds.has(j.id));

@@ -1,14 +1,19 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { claimDue } from "../../src/store/dispatch-queries.ts";
 import { acquireLease, getLease, releaseLease, renewLease } from "../../src/store/leases.ts";
+import { seedAuthority } from "../../src/store/authority.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
+
+/** The region authority these tests seed: region local, generation 0. */
+const HOME = { region: "local", generation: 0 };
 
 for (const driver of DRIVERS) {
   describe(`leases and fencing (${driver})`, () => {
     let t: TestDb;
     beforeAll(async () => {
       t = await freshDb(driver);
+      await seedAuthority(t.db, "local");
     });
     afterAll(async () => {
       await t?.close();
@@ -48,11 +53,11 @@ for (const driver of DRIVERS) {
       const fresh = (await acquireLease(t.db, { name: "dispatch-x", owner: "new", ttlMs: 5000, skewMs: 0 }))!;
       expect(fresh.epoch).toBe(old.epoch + 1);
       // The old leader wakes up believing it still leads, and tries to claim.
-      const stale = await claimDue(t.db, { hold: old, limit: 10, token: old.epoch, ttlMs: 10_000 });
+      const stale = await claimDue(t.db, { hold: old, fence: HOME, limit: 10, token: old.epoch, ttlMs: 10_000 });
       expect(stale).toHaveLength(0);
       expect((await jobRow(t.db, job.id)).status).toBe("scheduled");
       // The new leader claims it, tagged with the new epoch.
-      const claimed = await claimDue(t.db, { hold: fresh, limit: 10, token: fresh.epoch, ttlMs: 10_000 });
+      const claimed = await claimDue(t.db, { hold: fresh, fence: HOME, limit: 10, token: fresh.epoch, ttlMs: 10_000 });
       expect(claimed.map((c) => c.id)).toContain(job.id);
       const row = await jobRow(t.db, job.id);
       expect(row.status).toBe("queued");
@@ -63,7 +68,7 @@ for (const driver of DRIVERS) {
       const job = await insertJob(t.db);
       const h = (await acquireLease(t.db, { name: "dispatch-y", owner: "solo", ttlMs: 1000, skewMs: 0 }))!;
       await t.db.query("UPDATE leases SET lease_until = now() - interval '1 ms' WHERE name = 'dispatch-y'");
-      expect(await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, ttlMs: 10_000 })).toHaveLength(0);
+      expect(await claimDue(t.db, { hold: h, fence: HOME, limit: 10, token: h.epoch, ttlMs: 10_000 })).toHaveLength(0);
       expect((await jobRow(t.db, job.id)).status).toBe("scheduled");
     });
 
@@ -73,9 +78,9 @@ for (const driver of DRIVERS) {
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) ids.push((await insertJob(t.db, { due_at: new Date(Date.now() - 5000 + i * 100) })).id);
       const future = await insertJob(t.db, { due_at: new Date(Date.now() + 60_000) });
-      const first = await claimDue(t.db, { hold: h, limit: 3, token: h.epoch, ttlMs: 10_000 });
+      const first = await claimDue(t.db, { hold: h, fence: HOME, limit: 3, token: h.epoch, ttlMs: 10_000 });
       expect(first.map((c) => c.id).sort()).toEqual(ids.slice(0, 3).sort());
-      const second = await claimDue(t.db, { hold: h, limit: 3, token: h.epoch, ttlMs: 10_000 });
+      const second = await claimDue(t.db, { hold: h, fence: HOME, limit: 3, token: h.epoch, ttlMs: 10_000 });
       expect(second.map((c) => c.id).sort()).toEqual(ids.slice(3).sort());
       expect((await jobRow(t.db, future.id)).status).toBe("scheduled");
     });

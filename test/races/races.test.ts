@@ -3,10 +3,14 @@ import type { Runtime } from "../../src/runtime.ts";
 import { claimDue, expireDue, reapExpiredLeases } from "../../src/store/dispatch-queries.ts";
 import { acquireLease } from "../../src/store/leases.ts";
 import { claimQueued, completeAttempts, startAttempts, type Completion } from "../../src/store/worker-queries.ts";
+import { seedAuthority } from "../../src/store/authority.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
+
+/** The region authority these tests seed: region local, generation 0. */
+const HOME = { region: "local", generation: 0 };
 
 const done = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "attempt_id">): Completion => ({
   outcome: "success", http_status: 200, error: null, possibly_delivered: false,
@@ -20,6 +24,7 @@ for (const driver of DRIVERS) {
     const target = new Target((r) => (r.path === "/slow" ? Bun.sleep(2500).then(() => new Response("ok")) : new Response("ok")));
     beforeAll(async () => {
       t = await freshDb(driver);
+      await seedAuthority(t.db, "local");
     });
     afterAll(async () => {
       await t?.close();
@@ -30,7 +35,7 @@ for (const driver of DRIVERS) {
       const job = await insertJob(t.db, { target: { url: `${target.url}/x`, method: "POST", headers: {}, body: null, json: false }, ...over });
       const h = (await acquireLease(t.db, { name: `d-${job.id}`, owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
       await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled','queued') AND id <> $1", [job.id]);
-      const claimed = await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, ttlMs: 60_000 });
+      const claimed = await claimDue(t.db, { hold: h, fence: HOME, limit: 10, token: h.epoch, ttlMs: 60_000 });
       expect(claimed.map((c) => c.id)).toEqual([job.id]);
       return job;
     }
@@ -38,18 +43,18 @@ for (const driver of DRIVERS) {
     test("late completion after a reclaim is rejected and never overwrites the newer attempt", async () => {
       const job = await queue();
       // Worker A claims and starts a call.
-      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 1000 });
-      const [aAttempt] = await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
+      const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 1000 });
+      const [aAttempt] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
       expect(aAttempt.number).toBe(1);
       // A pauses; its lease passes; the reaper gives the job back; B takes it and succeeds.
       await t.db.query("UPDATE jobs SET lease_until = now() - interval '1 s' WHERE id = $1", [job.id]);
       const reaped = await reapExpiredLeases(t.db, { limit: 10, skewMs: 0 });
       expect(reaped.map((r) => [r.id, r.was, r.now_status])).toEqual([[job.id, "running", "scheduled"]]);
       const h = (await acquireLease(t.db, { name: `d2-${job.id}`, owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
-      await claimDue(t.db, { hold: h, limit: 10, token: h.epoch, ttlMs: 60_000 });
-      const [b] = await claimQueued(t.db, { owner: "B", limit: 1, leaseTtlMs: 10_000 });
+      await claimDue(t.db, { hold: h, fence: HOME, limit: 10, token: h.epoch, ttlMs: 60_000 });
+      const [b] = await claimQueued(t.db, { owner: "B", region: "local", limit: 1, leaseTtlMs: 10_000 });
       expect(b.lease_generation).toBe(a.lease_generation + 1);
-      const [bAttempt] = await startAttempts(t.db, "B", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
+      const [bAttempt] = await startAttempts(t.db, "B", "local", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
       expect(await completeAttempts(t.db, "B", [done({ job_id: b.id, gen: b.lease_generation, attempt_id: bAttempt.attempt_id })])).toHaveLength(1);
       // A finally reports — a failure that would re-queue the job. Rejected.
       const late = await completeAttempts(t.db, "A", [done({
@@ -70,8 +75,8 @@ for (const driver of DRIVERS) {
 
     test("a second completion of the same claim is rejected: one terminal transition", async () => {
       const job = await queue();
-      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 10_000 });
-      const [att] = await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
+      const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 10_000 });
+      const [att] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
       const c = done({ job_id: a.id, gen: a.lease_generation, attempt_id: att.attempt_id });
       const [r1, r2] = await Promise.all([completeAttempts(t.db, "A", [c]), completeAttempts(t.db, "A", [{ ...c, next_status: "scheduled", next_delay_ms: 0 }])]);
       expect(r1.length + r2.length).toBe(1);
@@ -82,8 +87,8 @@ for (const driver of DRIVERS) {
       await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled','queued')");
       const h = (await acquireLease(t.db, { name: "d-many", owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
       for (let i = 0; i < 60; i++) await insertJob(t.db);
-      expect(await claimDue(t.db, { hold: h, limit: 100, token: h.epoch, ttlMs: 60_000 })).toHaveLength(60);
-      const [x, y, z] = await Promise.all(["W1", "W2", "W3"].map((o) => claimQueued(t.db, { owner: o, limit: 25, leaseTtlMs: 10_000 })));
+      expect(await claimDue(t.db, { hold: h, fence: HOME, limit: 100, token: h.epoch, ttlMs: 60_000 })).toHaveLength(60);
+      const [x, y, z] = await Promise.all(["W1", "W2", "W3"].map((o) => claimQueued(t.db, { owner: o, region: "local", limit: 25, leaseTtlMs: 10_000 })));
       const ids = [...x, ...y, ...z].map((j) => j.id);
       expect(ids).toHaveLength(60);
       expect(new Set(ids).size).toBe(60);
@@ -91,14 +96,14 @@ for (const driver of DRIVERS) {
 
     test("the pre-call check refuses a job whose version moved since the claim", async () => {
       const job = await queue();
-      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 10_000 });
+      const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 10_000 });
       await t.db.query("UPDATE jobs SET version = version + 1 WHERE id = $1", [job.id]);
-      expect(await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }])).toHaveLength(0);
+      expect(await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }])).toHaveLength(0);
     });
 
     test("a job claimed but never called (worker died before the call) costs no try when reaped", async () => {
       const job = await queue({ max_attempts: 1 });
-      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 1000 });
+      const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 1000 });
       expect(a.id).toBe(job.id);
       await t.db.query("UPDATE jobs SET lease_until = now() - interval '1 s' WHERE id = $1", [job.id]);
       const reaped = await reapExpiredLeases(t.db, { limit: 10, skewMs: 0 });
@@ -110,22 +115,22 @@ for (const driver of DRIVERS) {
     test("a job past expires_at while queued is never started, and is expired", async () => {
       const job = await queue({ expires_at: new Date(Date.now() + 60_000) });
       await t.db.query("UPDATE jobs SET expires_at = now() - interval '1 ms' WHERE id = $1", [job.id]);
-      expect(await claimQueued(t.db, { owner: "A", limit: 10, leaseTtlMs: 1000 })).toHaveLength(0);
+      expect(await claimQueued(t.db, { owner: "A", region: "local", limit: 10, leaseTtlMs: 1000 })).toHaveLength(0);
       expect((await expireDue(t.db, 10)).map((r) => r.id)).toEqual([job.id]);
       expect((await jobRow(t.db, job.id)).status).toBe("expired");
     });
 
     test("a success that lands after a cancel request stays succeeded: its effect happened", async () => {
       const job = await queue();
-      const [a] = await claimQueued(t.db, { owner: "A", limit: 1, leaseTtlMs: 10_000 });
-      const [att] = await startAttempts(t.db, "A", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
+      const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 10_000 });
+      const [att] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
       await t.db.query("UPDATE jobs SET cancel_requested = true, version = version + 1 WHERE id = $1", [job.id]);
       expect(await completeAttempts(t.db, "A", [done({ job_id: a.id, gen: a.lease_generation, attempt_id: att.attempt_id })])).toHaveLength(1);
       expect((await jobRow(t.db, job.id)).status).toBe("succeeded");
       // ...while a failure after a cancel request ends cancelled, not retried.
       const other = await queue();
-      const [b] = await claimQueued(t.db, { owner: "B", limit: 1, leaseTtlMs: 10_000 });
-      const [bt] = await startAttempts(t.db, "B", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
+      const [b] = await claimQueued(t.db, { owner: "B", region: "local", limit: 1, leaseTtlMs: 10_000 });
+      const [bt] = await startAttempts(t.db, "B", "local", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
       await t.db.query("UPDATE jobs SET cancel_requested = true WHERE id = $1", [other.id]);
       await completeAttempts(t.db, "B", [done({ job_id: b.id, gen: b.lease_generation, attempt_id: bt.attempt_id, outcome: "transient", next_status: "scheduled", next_delay_ms: 10 })]);
       expect((await jobRow(t.db, other.id)).status).toBe("cancelled");

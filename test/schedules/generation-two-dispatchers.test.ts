@@ -9,9 +9,10 @@ import { ScheduleGenerator } from "../../src/dispatcher/schedule-generator.ts";
 import { silentLogger } from "../../src/obs/log.ts";
 import { Metrics } from "../../src/obs/metrics.ts";
 import type { Db } from "../../src/store/db.ts";
-import { acquireLease, getLease } from "../../src/store/leases.ts";
+import { type LeaseHold, acquireLease, getLease } from "../../src/store/leases.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { insertSchedule, type ScheduleFields } from "../../src/store/schedules.ts";
+import { seedAuthority } from "../../src/store/authority.ts";
 import { createDatabase, dropDatabase, freshDb, type TestDb } from "../helpers/db.ts";
 import { api } from "../helpers/scheduler.ts";
 import { kill, spawnScheduler, type Proc } from "../helpers/process.ts";
@@ -146,11 +147,13 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
   let t: TestDb;
   beforeAll(async () => {
     t = await freshDb("postgres");
+    await seedAuthority(t.db, "local");
   });
   afterAll(async () => {
     await t?.close();
   });
 
+  const fenced = (hold: LeaseHold) => ({ hold, region: "local", generation: 0 });
   const generator = () => new ScheduleGenerator({ db: t.db, batch: 100, catchupPerSecond: 1000, log: silentLogger, metrics: new Metrics() });
 
   async function dueSchedule(id: string, secondsAgo: number) {
@@ -170,7 +173,7 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
     const hold = (await acquireLease(t.db, { name: "dispatch", owner: "A", ttlMs: 60_000, skewMs: 0 }))!;
     const from = await dueSchedule("race-same-hold", 6);
     const gens = [generator(), generator(), generator()];
-    const results = await Promise.all([gens[0].runOnce(hold), gens[1].runOnce(hold), gens[2].runOnce(hold), gens[0].runOnce(hold), gens[1].runOnce(hold)]);
+    const results = await Promise.all([gens[0].runOnce(fenced(hold)), gens[1].runOnce(fenced(hold)), gens[2].runOnce(fenced(hold)), gens[0].runOnce(fenced(hold)), gens[1].runOnce(fenced(hold))]);
     expect(results.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(1);
     const js = await dbJobs(t.db, "race-same-hold");
     const sched = (await t.db.query<any>("SELECT * FROM schedules WHERE id = 'race-same-hold'"))[0];
@@ -198,13 +201,13 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
     expect(fresh.epoch).toBe(old.epoch + 1);
 
     // Alone, the stale holder does nothing at all.
-    expect(await generator().runOnce(old)).toBe(0);
+    expect(await generator().runOnce(fenced(old))).toBe(0);
     expect(await dbJobs(t.db, "race-stale")).toEqual([]);
     const untouched = (await t.db.query<any>("SELECT next_fire_at, occurrences_misfired FROM schedules WHERE id = 'race-stale'"))[0];
     expect(untouched.next_fire_at.getTime()).toBe(from);
 
     // Racing the new holder: only the new one generates.
-    const [a, b, c] = await Promise.all([generator().runOnce(old), generator().runOnce(fresh), generator().runOnce(old)]);
+    const [a, b, c] = await Promise.all([generator().runOnce(fenced(old)), generator().runOnce(fenced(fresh)), generator().runOnce(fenced(old))]);
     expect([a, b, c]).toEqual([0, 1, 0]);
     const js = await dbJobs(t.db, "race-stale");
     expect(js.map((j) => iso(j.nominal))).toEqual(nominals(EVERY_S, from, js.at(-1)!.nominal).map(iso));
@@ -212,7 +215,7 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
     expect(new Set(js.map((j) => j.nominal)).size).toBe(js.length);
     // And a stale pass afterwards adds nothing either.
     await Bun.sleep(1100);
-    expect(await generator().runOnce(old)).toBe(0);
+    expect(await generator().runOnce(fenced(old))).toBe(0);
     expect(await dbJobs(t.db, "race-stale")).toHaveLength(js.length);
   });
 });

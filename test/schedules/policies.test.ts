@@ -173,11 +173,12 @@ for (const driver of DRIVERS) {
         const every = Object.values(calls).flat();
         const catchups = every.filter((c) => isCatchup(c) && nominalOf(c) < gen - 500).sort((a, b) => a.at - b.at);
         expect(catchups.length).toBeGreaterThanOrEqual(3);
-        // 5/s: due 200 ms apart (exactly), each called no sooner than due; arrivals keep that
-        // spacing up to scheduling jitter.
-        const gaps = catchups.slice(1).map((c, i) => c.at - catchups[i].at);
-        for (const g of gaps) expect(g).toBeGreaterThanOrEqual(150);
-        expect(catchups.at(-1)!.at - catchups[0].at).toBeGreaterThanOrEqual(200 * (catchups.length - 1) - 50);
+        // 5/s: due 200 ms apart (exactly), each called no sooner than due. Arrivals carry
+        // scheduling jitter (one late call shortens the gap to the next), so the rate is
+        // checked over windows: never more than 5 (+1 at a window's edge) in any second.
+        for (const c of catchups) {
+          expect(catchups.filter((d) => d.at >= c.at && d.at < c.at + 1000).length).toBeLessThanOrEqual(6);
+        }
         const due = catchups.map((c) => Date.parse(c.headers["scheduler-scheduled-for"])).sort((a, b) => a - b);
         for (let i = 1; i < due.length; i++) expect(due[i] - due[i - 1]).toBeGreaterThanOrEqual(199);
         for (const c of every) {

@@ -1,0 +1,45 @@
+-- Region authority (migration 005).
+
+-- name: AuthoritySeed
+-- The first process seeds the row with its HOME_REGION; later ones change nothing.
+INSERT INTO region_authority (home_region) VALUES ($1)
+ON CONFLICT (id) DO NOTHING;
+
+-- name: AuthorityGet
+SELECT a.home_region, a.generation, a.holder, a.lease_until, a.changed_at, now() AS db_now,
+  l.owner AS leader, l.epoch AS leader_term, l.lease_until AS leader_until
+FROM region_authority a LEFT JOIN leases l ON l.name = 'dispatch';
+
+-- name: AuthorityRenew
+-- The home region's dispatch leader extends the authority lease; nothing when the row names
+-- another region or generation (a failover happened).
+UPDATE region_authority SET holder = $3, lease_until = now() + make_interval(secs => $4::float8 / 1000)
+WHERE home_region = $1 AND generation = $2
+RETURNING lease_until;
+
+-- name: AuthorityLock
+SELECT home_region, generation, holder, lease_until, now() AS db_now FROM region_authority FOR UPDATE;
+
+-- name: AuthorityMove
+-- The fenced move: new home, generation + 1, a fresh lease for the new home to pick up.
+UPDATE region_authority SET home_region = $1, generation = generation + 1, holder = NULL,
+  lease_until = now() + make_interval(secs => $2::float8 / 1000), changed_at = now()
+RETURNING home_region, generation, lease_until;
+
+-- name: AuthorityResetDispatchLease
+-- A new generation starts a new leader term: the old leader's renewals fail at once, and the
+-- next leader (in the new home) starts at term 1.
+UPDATE leases SET owner = NULL, epoch = 0, lease_until = '-infinity' WHERE name = 'dispatch';
+
+-- name: AuthorityRequeue
+-- Jobs queued by the old home's dispatcher carry its old token: back to scheduled, for the
+-- new home to claim with a new one. (Queued jobs are few: the dispatcher caps the queue.)
+UPDATE jobs SET status = 'scheduled', lease_owner = NULL, lease_until = NULL, updated_at = now()
+WHERE status = 'queued'
+RETURNING id;
+
+-- name: NotifyAuthority
+SELECT pg_notify('scheduler_authority', $1::text);
+
+-- name: DatabaseReadOnly
+SELECT pg_is_in_recovery() AS standby;
