@@ -9,6 +9,9 @@ import { startRuntime, StartAborted, type Runtime } from "./runtime.ts";
 import { DataDirLockedError } from "./store/dir-lock.ts";
 import { migrate } from "./store/migrate.ts";
 import { openDb } from "./store/open.ts";
+import { hostname, userInfo } from "node:os";
+import { AuthorityMoveRefused, moveAuthority } from "./store/authority.ts";
+import { drillMain } from "./region/drill/index.ts";
 
 const HELP = `scheduler ${pkg.version} — durable scheduler for HTTP webhook jobs
 
@@ -16,6 +19,10 @@ Usage:
   scheduler [--mode=all|api|dispatcher|worker] [--port=N] [--region=R]
   scheduler migrate          apply the SQL migrations, then exit
   scheduler index rebuild    rebuild the Redis due-time index from SQL (REDIS_URL or UPSTASH_*)
+  scheduler failover --to=REGION [--reason=TEXT]
+                             move the region authority (fenced: generation + 1, audited)
+  scheduler drill failover [--jobs=N] [--sync] [--json=FILE]
+                             a real local failover drill; exit 0 only if nothing was lost or duplicated
   scheduler --help | --version
 
 Examples:
@@ -23,6 +30,8 @@ Examples:
   DATABASE_URL=postgres://localhost/sched scheduler --mode=api --port=8080
   DATABASE_URL=postgres://localhost/sched scheduler --mode=worker
   DATABASE_URL=postgres://localhost/sched scheduler migrate
+  DATABASE_URL=postgres://… scheduler failover --to=fra --reason="iad is down"
+  scheduler drill failover --jobs=200 --sync --json=drill.json
 
   curl -X POST localhost:8080/v1/jobs -H 'content-type: application/json' \\
     -d '{"target":{"url":"https://example.com/hook","body":{"hello":"world"}},"delay":"30s"}'
@@ -44,6 +53,11 @@ function fail(message: string): never {
 }
 
 async function main(argv: string[]): Promise<void> {
+  // The drill has options of its own; it starts scheduler processes with this same program.
+  if (argv[0] === "drill") {
+    if (argv[1] !== "failover") fail(`unknown drill ${JSON.stringify(argv[1] ?? "")}; the drill is: scheduler drill failover`);
+    process.exit(await drillMain(argv.slice(2), selfCommand()));
+  }
   let parsed;
   try {
     parsed = parseArgs({
@@ -53,6 +67,8 @@ async function main(argv: string[]): Promise<void> {
         mode: { type: "string" },
         port: { type: "string" },
         region: { type: "string" },
+        to: { type: "string" },
+        reason: { type: "string" },
         help: { type: "boolean", short: "h" },
         version: { type: "boolean", short: "v" },
       },
@@ -89,6 +105,10 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command === "index rebuild") {
     await indexRebuild(config);
+    return;
+  }
+  if (command === "failover") {
+    await failover(config, values.to, values.reason);
     return;
   }
   if (command !== "") fail(`unknown command ${JSON.stringify(command)}; see scheduler --help`);
@@ -148,6 +168,35 @@ async function indexRebuild(config: Config): Promise<void> {
     await index.close();
     await db.close();
   }
+}
+
+async function failover(config: Config, to: string | undefined, reason: string | undefined): Promise<void> {
+  if (!to) fail("failover needs --to=REGION, the region that becomes home, e.g. scheduler failover --to=fra --reason=\"iad is down\"");
+  if (!/^[a-z0-9-]{1,32}$/.test(to)) fail(`--to must be a region name like iad or local (got ${JSON.stringify(to)})`);
+  const db = await openDb(config, "scheduler-failover");
+  try {
+    await migrate(db);
+    const actor = `cli:${userInfo().username}@${hostname()}`;
+    let moved;
+    try {
+      moved = await moveAuthority(db, { to, ttlMs: config.authorityTtlMs, action: "cluster.failover", by: { actor, reason: reason ?? null } });
+    } catch (err) {
+      if (err instanceof AuthorityMoveRefused) fail(`failover refused: ${err.message}`);
+      throw err;
+    }
+    process.stdout.write(
+      `region authority moved: ${moved.from} → ${moved.to}, generation ${moved.generation}` +
+        ` (every token from now on is above ${moved.generation * 2 ** 32 - 1}); ${moved.requeued} queued jobs handed back\n` +
+        `${moved.from}'s dispatchers and workers stop claiming at once; calls already in flight there finish.\n`,
+    );
+  } finally {
+    await db.close();
+  }
+}
+
+/** How to start this same program: the compiled binary alone, or bun with this script. */
+function selfCommand(): string[] {
+  return Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN/") ? [process.execPath] : [process.execPath, Bun.main];
 }
 
 main(process.argv.slice(2)).catch((err) => {

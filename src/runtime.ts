@@ -107,7 +107,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   if ((want("dispatcher") || want("worker")) && home !== config.region) {
     log.info({ home_region: home }, "standby region: not dispatching or executing while the home region holds the authority");
   }
-  const app = createApp({ db, config, metrics, log, serveApi: want("api") });
+  const app = createApp({ db, config, metrics, log, serveApi: want("api"), authority: rt.authority });
   rt.server = serve(app, { host: config.host, port: config.port });
   rt.url = `http://${config.host === "0.0.0.0" ? "127.0.0.1" : config.host}:${rt.server.port}`;
   if (want("api") && config.tokens.length === 0) {

@@ -9,6 +9,8 @@ import { authenticate, type AppEnv } from "./auth.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
 import { schedulesRoutes } from "./schedules-routes.ts";
+import { clusterRoutes } from "./cluster-routes.ts";
+import type { RegionAuthority } from "../region/authority.ts";
 
 export interface AppDeps {
   db: Db;
@@ -17,7 +19,12 @@ export interface AppDeps {
   log: Logger;
   /** Whether to mount /v1 (api mode) or only health and metrics (dispatcher, worker). */
   serveApi: boolean;
+  /** Where home is now (it moves on failover); without, HOME_REGION from the configuration. */
+  authority?: RegionAuthority;
 }
+
+/** Writes every region serves: moving the authority must work while the home region is down. */
+const ANY_REGION_WRITES = new Set(["/v1/cluster/failover"]);
 
 const WRITE = new Set(["POST", "PATCH", "PUT", "DELETE"]);
 
@@ -53,11 +60,13 @@ export function createApp(deps: AppDeps) {
     app.use("/v1/*", authenticate(config.tokens));
     // Only the home region writes; Fly's proxy replays the request there.
     app.use("/v1/*", async (c, next) => {
-      if (WRITE.has(c.req.method) && config.region !== config.homeRegion) {
-        throw new ApiError(409, "not_home_region", `writes go to the home region ${config.homeRegion}`, undefined, { "fly-replay": `region=${config.homeRegion}` });
+      const home = deps.authority?.current?.homeRegion ?? config.homeRegion;
+      if (WRITE.has(c.req.method) && config.region !== home && !ANY_REGION_WRITES.has(c.req.path)) {
+        throw new ApiError(409, "not_home_region", `writes go to the home region ${home}`, undefined, { "fly-replay": `region=${home}` });
       }
       return next();
     });
+    app.route("/v1", clusterRoutes({ db, config }));
     app.route("/v1", jobsRoutes({ db, config }));
     app.route("/v1", schedulesRoutes({ db, config }));
   }

@@ -1,0 +1,68 @@
+import { Hono } from "hono";
+import * as v from "valibot";
+import type { Config } from "../config.ts";
+import { fencingToken } from "../region/fencing.ts";
+import { AuthorityMoveRefused, moveAuthority, readAuthority, type AuthorityRow } from "../store/authority.ts";
+import type { Db } from "../store/db.ts";
+import { type AppEnv, requireScope } from "./auth.ts";
+import { ApiError, conflict } from "./errors.ts";
+import { parseOrThrow } from "./job-input.ts";
+import { readJson, REASON } from "./request.ts";
+
+export interface ClusterRoutesDeps {
+  db: Db;
+  config: Pick<Config, "region" | "authorityTtlMs" | "clockSkewMs" | "autoFailover">;
+}
+
+export const REGION_NAME = v.pipe(v.string("must be a string"), v.regex(/^[a-z0-9-]{1,32}$/, "must be a region name like iad or local"));
+const FailoverSchema = v.strictObject({ to: REGION_NAME, reason: REASON });
+
+/** The cluster as this process sees it: GET /v1/cluster, and the CLI's output. */
+export function clusterView(row: AuthorityRow, config: ClusterRoutesDeps["config"]) {
+  return {
+    region: config.region,
+    home_region: row.homeRegion,
+    // The token the current dispatch leader stamps on its calls (term 0: none elected yet
+    // in this generation).
+    epoch: fencingToken(row.generation, row.leader ? row.leaderTerm : 0),
+    generation: row.generation,
+    role: row.homeRegion === config.region ? "home" : "standby",
+    leader: row.leader,
+    lease_until: row.leaseUntil.toISOString(),
+    holder: row.holder,
+    auto_failover: config.autoFailover,
+    // When a standby may take over if the home region stops renewing.
+    takeover_after: config.autoFailover ? new Date(row.leaseUntil.getTime() + config.authorityTtlMs + config.clockSkewMs).toISOString() : null,
+    changed_at: row.changedAt.toISOString(),
+  };
+}
+
+export function clusterRoutes(deps: ClusterRoutesDeps) {
+  const { db, config } = deps;
+  const app = new Hono<AppEnv>();
+  const read = async () => {
+    const row = await readAuthority(db);
+    if (!row) throw new ApiError(503, "no_authority", "the region authority is not seeded yet; it is on the first start of a scheduler");
+    return row;
+  };
+
+  app.get("/cluster", async (c) => {
+    requireScope(c.get("principal"), "jobs:read");
+    return c.json(clusterView(await read(), config));
+  });
+
+  // Served in every region: the home region may be the one that is down.
+  app.post("/cluster/failover", async (c) => {
+    const p = c.get("principal");
+    requireScope(p, "admin");
+    const body = parseOrThrow(FailoverSchema, await readJson(c));
+    try {
+      const moved = await moveAuthority(db, { to: body.to, ttlMs: config.authorityTtlMs, action: "cluster.failover", by: { actor: p.actor, reason: body.reason ?? null } });
+      return c.json({ failover: moved, cluster: clusterView(await read(), config) });
+    } catch (err) {
+      if (err instanceof AuthorityMoveRefused) throw conflict("failover_refused", err.message);
+      throw err;
+    }
+  });
+  return app;
+}
