@@ -51,7 +51,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     await waitUntilWritable(db, log, opts.signal);
     const { applied } = await migrate(db);
     if (applied.length > 0) log.info({ applied }, "migrations applied");
-    await seedAuthority(db, config.homeRegion);
+    await seedAuthority(db, config.homeRegion, config.authorityTtlMs);
   } catch (err) {
     if (ownsDb) await db.close();
     throw err;

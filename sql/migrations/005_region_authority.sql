@@ -12,6 +12,7 @@ CREATE TABLE region_authority (
   home_region text        NOT NULL,
   generation  bigint      NOT NULL DEFAULT 0 CHECK (generation >= 0 AND generation < 2097152),
   holder      text,
-  lease_until timestamptz NOT NULL DEFAULT '-infinity',
+  -- Seeded a TTL ahead, so that a standby started first does not take over at once.
+  lease_until timestamptz NOT NULL DEFAULT now(),
   changed_at  timestamptz NOT NULL DEFAULT now()
 );

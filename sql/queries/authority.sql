@@ -1,8 +1,9 @@
 -- Region authority (migration 005).
 
 -- name: AuthoritySeed
--- The first process seeds the row with its HOME_REGION; later ones change nothing.
-INSERT INTO region_authority (home_region) VALUES ($1)
+-- The first process seeds the row with its HOME_REGION, its lease a TTL ($2 ms) ahead;
+-- later ones change nothing.
+INSERT INTO region_authority (home_region, lease_until) VALUES ($1, now() + make_interval(secs => $2::float8 / 1000))
 ON CONFLICT (id) DO NOTHING;
 
 -- name: AuthorityGet

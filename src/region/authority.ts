@@ -90,7 +90,7 @@ export class RegionAuthority extends PeriodicLoop<void> {
     }
     const expiredForMs = row.dbNow.getTime() - row.leaseUntil.getTime();
     const waitMs = this.o.ttlMs + this.o.skewMs;
-    if (!this.o.autoFailover || expiredForMs < waitMs) return;
+    if (!this.o.autoFailover || !(expiredForMs >= waitMs)) return;
     try {
       const moved = await moveAuthority(this.o.db, {
         to: this.o.region, ttlMs: this.o.ttlMs, action: "cluster.takeover",

@@ -20,8 +20,9 @@ export interface AuthorityRow {
   leaderUntil: Date | null;
 }
 
-export async function seedAuthority(db: Queryable, homeRegion: string): Promise<void> {
-  await db.query(sql("AuthoritySeed"), [homeRegion]);
+/** Seeds the row (first start only) with this home region and a lease `ttlMs` ahead. */
+export async function seedAuthority(db: Queryable, homeRegion: string, ttlMs = 0): Promise<void> {
+  await db.query(sql("AuthoritySeed"), [homeRegion, ttlMs]);
 }
 
 interface RawAuthority {
@@ -98,7 +99,8 @@ export async function moveAuthority(
     if (p.onlyIfGeneration !== undefined && current.generation !== p.onlyIfGeneration) {
       throw new AuthorityMoveRefused(`the authority moved meanwhile (generation ${current.generation})`, current);
     }
-    if (p.onlyIfExpiredForMs !== undefined && cur.db_now.getTime() - cur.lease_until.getTime() < p.onlyIfExpiredForMs) {
+    // Written so that an unreadable instant (NaN) refuses rather than allows.
+    if (p.onlyIfExpiredForMs !== undefined && !(cur.db_now.getTime() - cur.lease_until.getTime() >= p.onlyIfExpiredForMs)) {
       throw new AuthorityMoveRefused(`the home region ${cur.home_region} still holds its lease`, current);
     }
     const moved = (await q.query<{ home_region: string; generation: string | number }>(sql("AuthorityMove"), [p.to, p.ttlMs]))[0]!;
