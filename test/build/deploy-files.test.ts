@@ -1,0 +1,41 @@
+/**
+ * fly.toml and the Dockerfile cannot be deployed from here (no Fly, no Docker), so what can
+ * be checked locally is: they parse, and they say what the deployment relies on.
+ */
+import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+const ROOT = join(import.meta.dir, "..", "..");
+
+describe("deployment files", () => {
+  test("fly.toml: home region, api/dispatcher/worker groups from one image, /healthz and /readyz checks for each, migrate on release", () => {
+    const fly = Bun.TOML.parse(readFileSync(join(ROOT, "fly.toml"), "utf8")) as any;
+    expect(fly.primary_region).toMatch(/^[a-z]{3}$/);
+    expect(fly.build.dockerfile).toBe("Dockerfile");
+    expect(fly.deploy.release_command).toBe("migrate");
+    expect(fly.kill_signal).toBe("SIGTERM");
+    expect(fly.processes).toEqual({ api: "--mode=api", dispatcher: "--mode=dispatcher", worker: "--mode=worker" });
+    expect(fly.http_service.processes).toEqual(["api"]);
+    expect(fly.http_service.checks.map((c: any) => c.path).sort()).toEqual(["/healthz", "/readyz"]);
+    for (const group of ["dispatcher", "worker"]) {
+      const paths = Object.values(fly.checks as Record<string, any>).filter((c) => c.processes.includes(group)).map((c) => c.path).sort();
+      expect(paths).toEqual(["/healthz", "/readyz"]);
+    }
+    expect(fly.env.SCHEDULER_AUTHORITY_TTL).toBeDefined();
+  });
+
+  test("Dockerfile: multi-stage, builds the compiled binary, runs it as a non-root user on a slim image", () => {
+    const text = readFileSync(join(ROOT, "Dockerfile"), "utf8");
+    const froms = text.split("\n").filter((l) => l.startsWith("FROM "));
+    expect(froms).toHaveLength(2);
+    expect(froms[0]).toContain(" AS build");
+    expect(froms[1]).toMatch(/slim/);
+    expect(text).toContain("RUN npm run build");
+    expect(text).toContain("COPY --from=build /src/dist/scheduler /usr/local/bin/scheduler");
+    const user = /^USER (\S+)/m.exec(text)?.[1];
+    expect(user).toBeDefined();
+    expect(user!.startsWith("root") || user!.startsWith("0")).toBe(false);
+    expect(text).toContain('ENTRYPOINT ["/usr/local/bin/scheduler"]');
+  });
+});
