@@ -7,7 +7,7 @@ Usage:
 
 Starts, on loopback and in a temp dir removed at the end: a PostgreSQL primary and a
 streaming standby (pg_basebackup -R), a recording webhook target, region "a" (two scheduler
-processes on the primary) and region "b" (one on the standby). Creates N one-off jobs and a
+processes on the primary) and region "b" (one on the standby). Creates N one-off jobs and an
 every-second schedule through the home region's API, kills region "a" (SIGKILL, primary
 stopped -m immediate) after about a third are acknowledged, promotes the standby and lets
 region "b" take the authority over by itself. Then restarts the old primary with region

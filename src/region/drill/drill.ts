@@ -1,5 +1,5 @@
-import { mkdtempSync, mkdirSync, renameSync, rmSync, rmdirSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { analyze } from "./analyze.ts";
 import { Cleanup } from "./cleanup.ts";
 import { DrillError } from "./errors.ts";
@@ -130,6 +130,10 @@ class FailoverDrill {
     this.say(`drill +${((Date.now() - this.t0) / 1000).toFixed(1)}s: ${text}`);
   }
 
+  private get ranSchedulers(): boolean {
+    return "schedulers" in this.phases;
+  }
+
   private phase(name: string): void {
     const now = Date.now();
     this.phases[name] = now - this.phaseStart;
@@ -150,7 +154,8 @@ class FailoverDrill {
       await this.oldHomeComesBack();
     } catch (err) {
       error = err instanceof DrillError ? err.message : ((err as Error)?.stack ?? String(err));
-      this.progress(`failed: ${error.split("\n")[0]}`);
+      // Before the schedulers run (no PostgreSQL, initdb failed…), drillMain prints the one line.
+      if (this.ranSchedulers) this.progress(`failed: ${error.split("\n")[0]}`);
     }
     this.load?.stop();
     // Stop every scheduler before counting, so no call lands after the analysis.
@@ -192,7 +197,7 @@ class FailoverDrill {
       error,
       logs_dir: this.keptLogsAt,
     };
-    this.progress(`${passed ? "PASSED" : "FAILED"}: lost ${a.lost}, duplicates ${a.duplicates_accepted}, early ${a.early}, old home accepted ${a.old_region_accepted}, misfire ${a.misfire_ok ? "ok" : "NOT ok"}, rto ${a.rto_ms ?? "—"} ms`);
+    if (this.ranSchedulers) this.progress(`${passed ? "PASSED" : "FAILED"}: lost ${a.lost}, duplicates ${a.duplicates_accepted}, early ${a.early}, old home accepted ${a.old_region_accepted}, misfire ${a.misfire_ok ? "ok" : "NOT ok"}, rto ${a.rto_ms ?? "—"} ms`);
     return report;
   }
 
@@ -201,11 +206,11 @@ class FailoverDrill {
   private async setup(): Promise<void> {
     this.bin = findPgBin(this.o.pgBin, this.env);
     this.user = await PgUser.detect();
+    // Logs in a dir of their own, so the paths named in messages stay valid when it is kept.
+    this.logs = await this.user.makeTempDir("scheduler-drill-logs-");
+    this.cleanup.add("logs dir", () => this.removeLogs(), () => rmSync(this.logs, { recursive: true, force: true }));
     this.work = await this.user.makeTempDir("scheduler-drill-");
-    this.logs = join(this.work, "logs");
-    mkdirSync(this.logs);
-    this.user.own(this.logs);
-    this.cleanup.add("temp dir", () => this.removeWork(), () => rmSync(this.work, { recursive: true, force: true }));
+    this.cleanup.add("temp dir", () => rmSync(this.work, { recursive: true, force: true }), () => rmSync(this.work, { recursive: true, force: true }));
     const mk = (name: string) =>
       new PgCluster({ name, bin: this.bin, user: this.user, dataDir: join(this.work, name), socketDir: this.work, logFile: join(this.logs, `postgres-${name}.log`) });
     this.primary = mk("primary");
@@ -244,18 +249,10 @@ class FailoverDrill {
     );
   }
 
-  private removeWork(): void {
-    if (this.keepLogs && !this.cleanup.interrupted) {
-      try {
-        const dest = mkdtempSync(join(dirname(this.work), "scheduler-drill-logs-"));
-        rmdirSync(dest);
-        renameSync(this.logs, dest);
-        this.keptLogsAt = dest;
-      } catch {
-        // keep nothing rather than the whole data dirs
-      }
-    }
-    rmSync(this.work, { recursive: true, force: true });
+  /** Kept when the drill did not pass (and was not interrupted), else removed. */
+  private removeLogs(): void {
+    if (this.keepLogs && !this.cleanup.interrupted) this.keptLogsAt = this.logs;
+    else rmSync(this.logs, { recursive: true, force: true });
   }
 
   // ── 3–4. Target and regions ─────────────────────────────────────────────────────────

@@ -69,8 +69,8 @@ export async function drillMain(argv: string[], schedulerCommand: string[]): Pro
       }
     }
     // Nothing ran (no PostgreSQL, say): the one-line reason is the useful output.
-    if (report.error && report.jobs_created === 0 && !report.phases_ms.schedulers) {
-      process.stderr.write(`scheduler drill: ${report.error}\n`);
+    if (report.error && !("schedulers" in report.phases_ms)) {
+      process.stderr.write(`scheduler drill: ${report.error}${report.logs_dir ? `\n(logs kept in ${report.logs_dir})` : ""}\n`);
       return 1;
     }
     process.stdout.write(formatReport(report));
