@@ -40,6 +40,10 @@ export interface Analysis {
   outage_due: number;
   outage_due_delivered: number;
   catchup_runs: number;
+  /** The catch-up occurrences' keys (<schedule>@<nominal time>) with when they arrived, ms after the kill. */
+  catchup_calls: { key: string; after_kill_ms: number | null }[];
+  /** The schedule's calls from 3 s before the kill to 5 s after the first call from the new generation: the misfire evidence. */
+  ticks_around_outage: { key: string; after_kill_ms: number; generation: number | null; catchup: boolean; accepted: boolean }[];
   ticks_before_kill: number;
   ticks_after_takeover: number;
   misfire_ok: boolean;
@@ -98,10 +102,19 @@ export function analyze(input: AnalysisInput): Analysis {
   const beforeOld = (c: TargetCall) => oldRegionFrom === null || c.at < oldRegionFrom;
   const ticks = accepted.filter((c) => c.path.startsWith(input.schedulePath) && beforeOld(c));
   const distinct = (cs: TargetCall[]) => new Set(cs.map(keyOf)).size;
-  const catchups = distinct(ticks.filter((c) => c.catchup));
+  const catchupCalls = ticks.filter((c) => c.catchup);
+  const catchups = distinct(catchupCalls);
   const ticksBefore = distinct(ticks.filter((c) => killAt !== null && c.at < killAt));
   const ticksAfter = distinct(ticks.filter((c) => isNew(c) && !c.catchup));
   const misfireOk = catchups <= 1 && ticksAfter >= 1 && outageDelivered.length === outageDue.length;
+
+  const aroundOutage =
+    killAt === null
+      ? []
+      : calls
+          .filter((c) => c.path.startsWith(input.schedulePath) && c.at >= killAt - 3000 && c.at <= (firstNew?.at ?? killAt) + 5000)
+          .sort((x, y) => x.at - y.at)
+          .map((c) => ({ key: keyOf(c), after_kill_ms: c.at - killAt, generation: c.token === null ? null : generationOf(c.token), catchup: c.catchup, accepted: c.accepted }));
 
   const oldCalls = oldRegionFrom === null ? [] : calls.filter((c) => c.at >= oldRegionFrom && isOld(c));
 
@@ -141,6 +154,8 @@ export function analyze(input: AnalysisInput): Analysis {
     outage_due: outageDue.length,
     outage_due_delivered: outageDelivered.length,
     catchup_runs: catchups,
+    catchup_calls: catchupCalls.slice(0, 20).map((c) => ({ key: keyOf(c), after_kill_ms: killAt === null ? null : c.at - killAt })),
+    ticks_around_outage: aroundOutage,
     ticks_before_kill: ticksBefore,
     ticks_after_takeover: ticksAfter,
     misfire_ok: misfireOk,
