@@ -1,4 +1,6 @@
 import * as v from "valibot";
+import type { PlannerSettings } from "./dispatcher/dispatch-planner.ts";
+import { parseTenantQuotas } from "./dispatcher/tenant-quotas.ts";
 import { parseDuration } from "./time/duration.ts";
 import { decodeSigningSecret } from "./worker/signature.ts";
 import { parseTokens, type TokenGrant } from "./api/tokens.ts";
@@ -18,6 +20,8 @@ export interface Config {
   /** Region authority lease: its TTL, and whether a standby takes over when it lapses. */
   authorityTtlMs: number;
   autoFailover: boolean;
+  /** Fair dispatch: class weights, aging, tenant quotas, the global dispatch rate. */
+  flow: PlannerSettings;
   tokens: TokenGrant[];
   signingKey?: Uint8Array;
   workerConcurrency: number;
@@ -93,6 +97,11 @@ const ENV_SCHEMA = {
   SCHEDULER_INDEX_SHARDS: int(1, 1024),
   SCHEDULER_INDEX_RECONCILE: duration(100),
   SCHEDULER_AUTHORITY_TTL: duration(1000),
+  SCHEDULER_PRIORITY_WEIGHTS: v.pipe(v.string(), v.regex(/^\s*\d{1,4}\s*,\s*\d{1,4}\s*,\s*\d{1,4}\s*$/, "must be three whole numbers high,normal,low like 8,3,1")),
+  SCHEDULER_AGING: duration(1000),
+  SCHEDULER_TENANT_MAX_RUNNING: int(1, 10_000_000),
+  SCHEDULER_TENANT_RATE: int(1, 10_000_000),
+  SCHEDULER_DISPATCH_RATE: int(1, 10_000_000),
   SCHEDULER_AUTO_FAILOVER: bool,
   SCHEDULER_INDEX_PREFIX: v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1 to 64 letters, digits, _ . : or -")),
 } as const;
@@ -144,6 +153,16 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     }
   }
   const leaseTtlMs = read(env, "SCHEDULER_LEASE_TTL") ?? 30_000;
+  const weights = (read(env, "SCHEDULER_PRIORITY_WEIGHTS") ?? "8,3,1").split(",").map((w) => Number(w.trim()));
+  if (weights.some((w) => w < 1)) throw new ConfigError(`SCHEDULER_PRIORITY_WEIGHTS must be three whole numbers ≥ 1 (got ${JSON.stringify(env.SCHEDULER_PRIORITY_WEIGHTS)})`);
+  let tenantOverrides = {};
+  if (env.SCHEDULER_TENANT_QUOTAS) {
+    try {
+      tenantOverrides = parseTenantQuotas(env.SCHEDULER_TENANT_QUOTAS);
+    } catch (err) {
+      throw new ConfigError(`SCHEDULER_TENANT_QUOTAS ${(err as Error).message}`);
+    }
+  }
   return {
     mode: mode as Mode,
     port,
@@ -169,6 +188,13 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     pollIntervalMs: read(env, "SCHEDULER_POLL_INTERVAL") ?? 1_000,
     shutdownGraceMs: read(env, "SCHEDULER_SHUTDOWN_GRACE") ?? 25_000,
     catchupPerSecond: read(env, "SCHEDULER_CATCHUP_RATE") ?? 50,
+    flow: {
+      weights: { high: weights[0]!, normal: weights[1]!, low: weights[2]! },
+      agingMs: read(env, "SCHEDULER_AGING") ?? 60_000,
+      tenantDefault: { maxRunning: read(env, "SCHEDULER_TENANT_MAX_RUNNING"), ratePerSec: read(env, "SCHEDULER_TENANT_RATE") },
+      tenantOverrides,
+      globalRatePerSec: read(env, "SCHEDULER_DISPATCH_RATE"),
+    },
     index: {
       windowMs: read(env, "SCHEDULER_INDEX_WINDOW") ?? 3_600_000,
       shards: read(env, "SCHEDULER_INDEX_SHARDS") ?? 8,

@@ -100,6 +100,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       catchupPerSecond: config.catchupPerSecond,
       index: rt.index,
       authority: rt.authority,
+      flow: config.flow,
     });
     await rt.dispatcher.begin();
   }

@@ -128,3 +128,45 @@ WITH r AS (
   RETURNING a.job_id
 )
 SELECT u.id, u.was, u.in_call, u.now_status FROM u;
+
+-- name: ScheduledTenants
+-- Up to $2 tenants with scheduled jobs, in name order after $1: a loose index scan, one
+-- probe per tenant however many jobs each has.
+WITH RECURSIVE t AS (
+  (SELECT tenant FROM jobs WHERE status = 'scheduled' AND tenant > $1 ORDER BY tenant LIMIT 1)
+  UNION ALL
+  SELECT (SELECT j.tenant FROM jobs j WHERE j.status = 'scheduled' AND j.tenant > t.tenant ORDER BY j.tenant LIMIT 1)
+  FROM t WHERE t.tenant IS NOT NULL
+)
+SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT $2;
+
+-- name: DueCandidates
+-- For each tenant of $1 and each priority class: up to $2 of its oldest jobs that a claim
+-- would take now. Candidates only: the claim checks everything again.
+SELECT c.id, c.tenant, c.priority, c.due_at, c.catchup FROM unnest($1::text[]) AS t(tenant)
+CROSS JOIN (VALUES (1), (0), (-1)) AS k(cls)
+CROSS JOIN LATERAL (
+  SELECT id, tenant, priority, due_at,
+    (catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) AS catchup
+  FROM jobs
+  WHERE status = 'scheduled' AND tenant = t.tenant AND sign(priority) = k.cls AND due_at <= now()
+    AND (expires_at IS NULL OR expires_at > now())
+    AND (start_by IS NULL OR start_by > now() OR calls > 0)
+  ORDER BY due_at
+  LIMIT $2
+) c;
+
+-- name: CandidatesByIds
+-- The same facts for candidates named by the Redis index ($1), those a claim would take now.
+SELECT id, tenant, priority, due_at,
+  (catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) AS catchup
+FROM jobs
+WHERE id = ANY($1::uuid[]) AND status = 'scheduled' AND due_at <= now()
+  AND (expires_at IS NULL OR expires_at > now())
+  AND (start_by IS NULL OR start_by > now() OR calls > 0);
+
+-- name: TenantsInFlight
+-- Jobs queued or running per tenant of $1 (bounded by what workers hold).
+SELECT tenant, count(*) AS n FROM jobs
+WHERE status IN ('queued', 'running') AND tenant = ANY($1::text[])
+GROUP BY tenant;

@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import { claimDue, claimDueIds, type ClaimParams, countQueued, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
+import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, countQueued, dueCandidates, scheduledTenants, tenantsInFlight, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
 import type { JobRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
@@ -13,6 +13,8 @@ import { ScheduleGenerator } from "./schedule-generator.ts";
 import { nextFireAt } from "../store/schedules.ts";
 import { setIndexCapture } from "../index/capture.ts";
 import { type IndexKeeper, RECONCILE_LATE_MS } from "../index/index-keeper.ts";
+import { DUE_LIST_MAX } from "../index/due-index.ts";
+import { type Candidate, DispatchPlanner, type PlannerSettings } from "./dispatch-planner.ts";
 
 export interface DispatcherOptions {
   db: Db;
@@ -34,6 +36,8 @@ export interface DispatcherOptions {
   index?: IndexKeeper;
   /** The region authority: this dispatcher leads and claims only while its region is home. */
   authority: RegionAuthority;
+  /** Fair dispatch: class weights, aging, tenant quotas, the global dispatch rate. */
+  flow: PlannerSettings;
 }
 
 /** What a claim is fenced by: the dispatch lease and the region authority's generation. */
@@ -54,6 +58,10 @@ export interface LocalWorker {
 export const DISPATCH_LEASE = "dispatch";
 /** Schedules per generation transaction. */
 const SCHEDULE_BATCH = 100;
+/** Tenants sampled per pass. */
+const TENANTS_PER_PASS = 64;
+/** Candidates sampled per slot to fill: room for the planner to choose. */
+const CANDIDATE_FACTOR = 4;
 
 /**
  * Finds due jobs and queues them for workers, while it holds the dispatch lease. Wakes on
@@ -66,6 +74,11 @@ export class Dispatcher extends PeriodicLoop<number> {
   readonly generator: ScheduleGenerator;
   private unlisten: (() => Promise<void>) | undefined;
   private sleepMs = 0;
+  readonly planner: DispatchPlanner;
+  /** Where the next pass's tenant sample starts (name order). */
+  private tenantCursor = "";
+  /** The last claim left due work behind for quotas or rates. */
+  private held = false;
 
   constructor(private readonly o: DispatcherOptions) {
     super("dispatcher", o.log);
@@ -79,6 +92,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       log: o.log, metrics: o.metrics, isLeader: () => this.elector.current !== undefined,
       onReaped: () => this.poke(),
     });
+    this.planner = new DispatchPlanner(o.flow);
     this.generator = new ScheduleGenerator({ db: o.db, batch: SCHEDULE_BATCH, catchupPerSecond: o.catchupPerSecond, log: o.log, metrics: o.metrics });
   }
 
@@ -134,7 +148,8 @@ export class Dispatcher extends PeriodicLoop<number> {
     // (with a Redis index) that the relay has not added it yet, or that the index missed it
     // and the reconciliation pass will claim it: wait a little rather than spin. The relay
     // wakes us when it adds an entry.
-    const notSeen = this.o.index?.usable ? 50 : 5;
+    // Held back by a quota or rate: look again when a token is due, not in a spin.
+    const notSeen = this.held ? Math.max(20, this.planner.msUntilGlobalToken()) : this.o.index?.usable ? 50 : 5;
     this.sleepMs = untilNext <= 0 ? notSeen : Math.min(this.o.pollIntervalMs, untilNext);
     return claimed;
   }
@@ -215,15 +230,49 @@ export class Dispatcher extends PeriodicLoop<number> {
    */
   private async claimSome(p: ClaimParams): Promise<JobRow[]> {
     const keeper = this.o.index;
-    const candidates = keeper ? await keeper.candidates(p.limit) : null;
-    if (!keeper || candidates === null) return claimDue(this.o.db, p);
-    const got = candidates.length > 0 ? await claimDueIds(this.o.db, { ...p, ids: candidates.map((c) => c.jobId) }) : [];
-    await keeper.settle(candidates, got);
+    const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR)) : null;
+    if (!keeper || fromIndex === null) return this.claimPlanned(p, await this.sqlCandidates(p.limit));
+    const got = await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId)));
+    await keeper.settle(fromIndex, got);
     if (got.length < p.limit && keeper.reconcileNow()) {
+      // The safety net behind the index claims oldest first, without the planner: these
+      // jobs are already late.
       const missed = await claimDue(this.o.db, { ...p, limit: p.limit - got.length, lateMs: RECONCILE_LATE_MS });
       keeper.noteReconciled(missed);
       return got.concat(missed);
     }
+    return got;
+  }
+
+  /**
+   * A bounded sample of due work from SQL: the oldest claimable jobs of each tenant and
+   * priority class, for up to TENANTS_PER_PASS tenants, starting after the last pass's (so
+   * with more tenants than that, every tenant comes round).
+   */
+  private async sqlCandidates(limit: number): Promise<CandidateRow[]> {
+    let tenants = await scheduledTenants(this.o.db, this.tenantCursor, TENANTS_PER_PASS);
+    if (tenants.length < TENANTS_PER_PASS && this.tenantCursor !== "") {
+      const wrapped = await scheduledTenants(this.o.db, "", TENANTS_PER_PASS - tenants.length);
+      tenants = [...new Set([...tenants, ...wrapped])];
+    }
+    this.tenantCursor = tenants.length >= TENANTS_PER_PASS ? tenants.at(-1)! : "";
+    if (tenants.length === 0) return [];
+    const perClass = Math.min(limit, Math.max(16, Math.ceil((CANDIDATE_FACTOR * limit) / tenants.length)));
+    return dueCandidates(this.o.db, tenants, perClass);
+  }
+
+  /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
+  private async claimPlanned(p: ClaimParams, rows: CandidateRow[]): Promise<JobRow[]> {
+    this.held = false;
+    if (rows.length === 0) return [];
+    const candidates: Candidate[] = rows.map((r) => ({ id: r.id, tenant: r.tenant, priority: r.priority, dueMs: r.due_at.getTime(), catchup: r.catchup }));
+    const inFlight = this.planner.hasTenantRunningQuota ? await tenantsInFlight(this.o.db, [...new Set(rows.map((r) => r.tenant))]) : new Map<string, number>();
+    const plan = this.planner.plan({ candidates, limit: p.limit, nowMs: Date.now(), inFlight });
+    // Due work the quotas or rates held back: the pass must not read as idle.
+    this.held = plan.length < Math.min(p.limit, candidates.length);
+    if (plan.length === 0) return [];
+    const got = await claimDueIds(this.o.db, { ...p, ids: plan.map((c) => c.id) });
+    this.planner.commit(got);
     return got;
   }
 

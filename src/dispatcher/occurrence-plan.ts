@@ -6,6 +6,12 @@ export interface Occurrence {
   /** Starts later than its grace after the nominal time: a catch-up run. */
   late: boolean;
   graceMs: number;
+  /**
+   * Must start within its grace or not at all. fire_once sets it on the on-time occurrences
+   * created next to the one catch-up run: one that then starts late (a slow dispatch right
+   * after an outage) would be a second catch-up run, so it expires as misfired instead.
+   */
+  strictStart?: boolean;
 }
 
 export interface Plan {
@@ -90,7 +96,7 @@ export function planOccurrences(p: PlanInput): Plan {
     misfired += missed.length;
   } else {
     const latest = missed.at(-1);
-    create = latest ? [...onTime, latest].sort((a, b) => a.nominal - b.nominal) : onTime;
+    create = latest ? [...onTime.map((o) => ({ ...o, strictStart: true })), latest].sort((a, b) => a.nominal - b.nominal) : onTime;
     misfired += Math.max(0, missed.length - 1);
     coalesceBefore = latest?.nominal ?? null;
   }

@@ -135,7 +135,7 @@ export class ScheduleGenerator {
       due = Math.max(due, nowMs, this.catchupCursor);
       this.catchupCursor = due + 1000 / this.o.catchupPerSecond;
     }
-    const startWithin = s.misfire === "skip" ? occ.graceMs : Number(s.catchup_window_ms);
+    const startWithin = s.misfire === "skip" || occ.strictStart ? occ.graceMs : Number(s.catchup_window_ms);
     return {
       id: Bun.randomUUIDv7(),
       tenant: s.tenant,

@@ -50,3 +50,33 @@ export async function countQueued(db: Queryable, cap: number): Promise<number> {
 export async function expireMisfired(db: Queryable, limit: number) {
   return db.query<{ id: string; tenant: string; schedule_id: string | null }>(sql("ExpireMisfired"), [limit]);
 }
+
+export interface CandidateRow {
+  id: string;
+  tenant: string;
+  priority: number;
+  due_at: Date;
+  catchup: boolean;
+}
+
+/** Up to `limit` tenants with scheduled jobs, in name order after `after`. */
+export async function scheduledTenants(db: Queryable, after: string, limit: number): Promise<string[]> {
+  return (await db.query<{ tenant: string }>(sql("ScheduledTenants"), [after, limit])).map((r) => r.tenant);
+}
+
+/** The oldest claimable jobs of each tenant and priority class, `perClass` at most each. */
+export async function dueCandidates(db: Queryable, tenants: string[], perClass: number): Promise<CandidateRow[]> {
+  if (tenants.length === 0) return [];
+  return db.query<CandidateRow>(sql("DueCandidates"), [tenants, perClass]);
+}
+
+export async function candidatesByIds(db: Queryable, ids: string[]): Promise<CandidateRow[]> {
+  if (ids.length === 0) return [];
+  return db.query<CandidateRow>(sql("CandidatesByIds"), [ids]);
+}
+
+export async function tenantsInFlight(db: Queryable, tenants: string[]): Promise<Map<string, number>> {
+  if (tenants.length === 0) return new Map();
+  const rows = await db.query<{ tenant: string; n: string | number }>(sql("TenantsInFlight"), [tenants]);
+  return new Map(rows.map((r) => [r.tenant, Number(r.n)]));
+}

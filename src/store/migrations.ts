@@ -4,6 +4,7 @@ import m002 from "../../sql/migrations/002_schedules.sql" with { type: "text" };
 import m003 from "../../sql/migrations/003_index_outbox.sql" with { type: "text" };
 import m004 from "../../sql/migrations/004_index_capture.sql" with { type: "text" };
 import m005 from "../../sql/migrations/005_region_authority.sql" with { type: "text" };
+import m006 from "../../sql/migrations/006_fair_dispatch.sql" with { type: "text" };
 
 export interface Migration { version: number; name: string; sql: string }
 
@@ -13,4 +14,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 3, name: "003_index_outbox", sql: m003 },
   { version: 4, name: "004_index_capture", sql: m004 },
   { version: 5, name: "005_region_authority", sql: m005 },
+  { version: 6, name: "006_fair_dispatch", sql: m006 },
 ];

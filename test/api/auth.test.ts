@@ -19,8 +19,8 @@ for (const driver of DRIVERS) {
 
     beforeAll(async () => {
       tdb = await freshDb(driver);
-      rt = await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS }, { mode: "api" });
-      open = await startScheduler(tdb.db, {}, { mode: "api" });
+      rt = await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS, REGION: "iad", HOME_REGION: "iad" }, { mode: "api" });
+      open = await startScheduler(tdb.db, { REGION: "iad" }, { mode: "api" });
       standby = await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS, REGION: "ams", HOME_REGION: "iad" }, { mode: "api" });
     });
     afterAll(async () => {

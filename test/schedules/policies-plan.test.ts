@@ -41,6 +41,15 @@ describe("planOccurrences: ten minutes behind on \"* * * * *\" (grace 30 s: half
     expect(p.misfired).toBe(9);
     expect(p.coalesceBefore).toBe(T0 + 9 * MIN);
     expect(p.nextFireAt).toBe(T0 + 11 * MIN);
+    // The on-time one must start within its grace: starting late it would be a second
+    // catch-up run after one outage (found by the failover drill).
+    expect(p.create.map((o) => o.strictStart ?? false)).toEqual([false, true]);
+  });
+
+  test("fire_once with nothing missed: on-time occurrences may still start late (they are then the one catch-up)", () => {
+    const p = plan({ misfire: "fire_once", nextFireAt: T0 + 10 * MIN });
+    expect(created(p)).toEqual([at(T0 + 10 * MIN)]);
+    expect(p.create[0]!.strictStart).toBeUndefined();
   });
 
   test("fire_all: every one of the eleven, the ten missed ones flagged late, none dropped", () => {
