@@ -195,9 +195,16 @@ _services_pg_tmpdir() {
 ensure_postgres() {
   if [[ -n "${DATABASE_URL:-}" ]]; then
     export TEST_DATABASE_URL="$DATABASE_URL"
-    export PG_BIN=""
     # Not echoing the URL: it may carry a password into CI logs.
     _services_log "postgres from DATABASE_URL"
+    # The failover drill still runs a primary and a standby of its own: it needs the
+    # server programs even when the tests' database is elsewhere.
+    local drill_bin
+    if ! drill_bin="$(_services_find_pg_bin)"; then
+      _services_apt_install postgresql "PostgreSQL server (initdb, for the failover drill)" || true
+      drill_bin="$(_services_find_pg_bin)" || drill_bin=""
+    fi
+    export PG_BIN="$drill_bin"
     return 0
   fi
   # Sourced twice or called twice: one server is enough.
