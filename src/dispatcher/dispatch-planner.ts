@@ -159,7 +159,7 @@ export class DispatchPlanner {
     if (!b || b.ratePerSec !== rate) {
       b = new RateBucket(rate, this.clock);
       this.tenantBuckets.set(tenant, b);
-      // Idle tenants' buckets are full again after a second: forgetting them loses nothing.
+      // Idle tenants' buckets are full again within a second: forgetting them loses nothing.
       if (this.tenantBuckets.size > 10_000) this.tenantBuckets.clear();
     }
     return b;

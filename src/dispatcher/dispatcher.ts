@@ -62,6 +62,7 @@ const SCHEDULE_BATCH = 100;
 const TENANTS_PER_PASS = 64;
 /** Candidates sampled per slot to fill: room for the planner to choose. */
 const CANDIDATE_FACTOR = 4;
+const UPTAKE_WINDOW_MS = 250;
 
 /**
  * Finds due jobs and queues them for workers, while it holds the dispatch lease. Wakes on
@@ -202,16 +203,20 @@ export class Dispatcher extends PeriodicLoop<number> {
         local.giveBack(room);
       }
     } else {
-      // For workers elsewhere. The queue is capped: beyond what workers can take soon,
-      // due jobs are better left scheduled (where priority and expiry still apply) than
-      // parked in queued.
+      // For workers elsewhere. The queue is kept short: about half a second of what workers
+      // have been taking. Beyond that, due jobs are better left scheduled, where the
+      // planner's fairness, priority and quotas still choose among them, than parked in
+      // queued in the order of one claim.
       const cap = this.o.batch * 2;
-      const space = cap - (await countQueued(this.o.db, cap));
+      const depth = await countQueued(this.o.db, cap);
+      const target = this.queueTarget(depth, cap);
+      const space = target - depth;
       if (space <= 0) return { claimed: 0, full: false, capped: true };
       limit = Math.min(this.o.batch, space);
       // Queued jobs wait under a lease too; if no worker takes them in this long, the
       // reaper hands them back.
       claimed = await this.claimSome({ hold, fence, limit, token, ttlMs: this.o.leaseTtlMs * 10 });
+      this.lastQueue = { at: performance.now(), depth: depth + claimed.length };
       if (claimed.length > 0) {
         await notifyQueued(this.o.db, claimed.length);
         this.o.onQueued?.(claimed.length);
@@ -220,6 +225,34 @@ export class Dispatcher extends PeriodicLoop<number> {
     for (const c of claimed) this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
     if (claimed.length > 0) this.o.log.debug({ count: claimed.length, token }, "dispatched due jobs");
     return { claimed: claimed.length, full: claimed.length === limit, capped: false };
+  }
+
+  /** The queue depth at the end of the last queueing claim, for measuring uptake. */
+  private lastQueue: { at: number; depth: number } | undefined;
+  /** Uptake measured over windows of at least UPTAKE_WINDOW_MS: jobs taken, since when. */
+  private uptakeWindow = { since: 0, taken: 0 };
+  /** Jobs per second workers took from the queue, smoothed. */
+  private uptakePerSec = 0;
+
+  /**
+   * How many jobs to keep queued: half a second of the workers' measured uptake (taken =
+   * what the queue held after the last claim minus what it holds now), at least 16, at most
+   * `cap`. Measured over windows of a few hundred ms: passes come too close together for a
+   * rate per pass to mean anything.
+   */
+  private queueTarget(depth: number, cap: number): number {
+    const now = performance.now();
+    if (this.lastQueue) {
+      this.uptakeWindow.taken += Math.max(0, this.lastQueue.depth - depth);
+      const dt = now - this.uptakeWindow.since;
+      if (dt >= UPTAKE_WINDOW_MS) {
+        this.uptakePerSec = 0.5 * this.uptakePerSec + 0.5 * ((this.uptakeWindow.taken * 1000) / dt);
+        this.uptakeWindow = { since: now, taken: 0 };
+      }
+    } else {
+      this.uptakeWindow = { since: now, taken: 0 };
+    }
+    return Math.max(16, Math.min(cap, Math.ceil(this.uptakePerSec * 0.5)));
   }
 
   /**

@@ -1,19 +1,22 @@
 /**
- * A token bucket: `ratePerSec` tokens a second, holding at most one second's worth, so a
- * quiet period buys a burst of at most one second of traffic. Time is this process's
+ * A token bucket: `ratePerSec` tokens a second, holding at most a tenth of a second's worth
+ * (at least one), so no one-second window ever sees more than ~1.1 × the rate, even right
+ * after a quiet period. Time is this process's
  * monotonic clock: rates are local pacing, not a cluster-wide guarantee (one dispatcher
  * leads at a time, so in practice they are).
  */
 export class RateBucket {
   private tokens: number;
   private at: number;
+  readonly capacity: number;
 
   constructor(
     readonly ratePerSec: number,
     private readonly now: () => number = () => performance.now(),
   ) {
     if (!(ratePerSec > 0)) throw new Error(`rate must be positive, got ${ratePerSec}`);
-    this.tokens = ratePerSec;
+    this.capacity = Math.max(1, Math.ceil(ratePerSec / 10));
+    this.tokens = this.capacity;
     this.at = now();
   }
 
@@ -37,7 +40,7 @@ export class RateBucket {
 
   private refill(): void {
     const t = this.now();
-    this.tokens = Math.min(this.ratePerSec, this.tokens + ((t - this.at) / 1000) * this.ratePerSec);
+    this.tokens = Math.min(this.capacity, this.tokens + ((t - this.at) / 1000) * this.ratePerSec);
     this.at = t;
   }
 }

@@ -8,11 +8,14 @@ import type { Metrics } from "./metrics.ts";
  * Gauges read from the database when scraped, cached briefly so that frequent scrapes do not
  * become a load of their own. They may lag by the cache age: nothing decides on them.
  */
+/** Tenants named in per-tenant gauges: a bounded label set whatever the number of tenants. */
+const TOP_TENANTS = 10;
+
 export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): void {
   let cachedAt = 0;
   let pending: Promise<Snapshot> | undefined;
   let last: Snapshot | undefined;
-  interface Snapshot { byStatus: Map<string, number>; dueBacklog: number; oldestDueAge: number; dlq: number; outboxLag: number }
+  interface Snapshot { byStatus: Map<string, number>; dueBacklog: number; oldestDueAge: number; dlq: number; outboxLag: number; byTenant: { tenant: string; n: number }[] }
   const snapshot = async (): Promise<Snapshot> => {
     if (last && Date.now() - cachedAt < cacheMs) return last;
     pending ??= (async () => {
@@ -20,17 +23,19 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
         const rows = await db.query<{ status: string; n: string }>(sql("CountJobsByStatus"));
         const due = (await db.query<{ n: string; oldest_age_s: string | null }>(sql("DueBacklog")))[0];
         const lag = (await db.query<{ lag: number | string }>(sql("OutboxLag")))[0];
+        const byTenant = (await db.query<{ tenant: string; n: string }>(sql("DueBacklogByTenant"), [TOP_TENANTS])).map((r) => ({ tenant: r.tenant, n: Number(r.n) }));
         const byStatus = new Map(rows.map((r) => [r.status, Number(r.n)]));
         last = {
           byStatus, dueBacklog: Number(due?.n ?? 0), oldestDueAge: Math.max(0, Number(due?.oldest_age_s ?? 0)), dlq: byStatus.get("dead") ?? 0,
           outboxLag: Math.max(0, Number(lag?.lag ?? 0)),
+          byTenant,
         };
         cachedAt = Date.now();
         return last;
       } catch {
         // The database is away: keep serving the last figures (and the process's own
         // metrics) rather than failing the whole scrape; /readyz reports the outage.
-        return last ?? { byStatus: new Map(), dueBacklog: 0, oldestDueAge: 0, dlq: 0, outboxLag: 0 };
+        return last ?? { byStatus: new Map(), dueBacklog: 0, oldestDueAge: 0, dlq: 0, outboxLag: 0, byTenant: [] };
       } finally {
         pending = undefined;
       }
@@ -48,6 +53,22 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
   new client.Gauge({ name: "scheduler_due_backlog", help: "Jobs due but not yet dispatched", registers, async collect() { this.set((await snapshot()).dueBacklog); } });
   new client.Gauge({ name: "scheduler_oldest_due_age_seconds", help: "Age of the oldest due, undispatched job", registers, async collect() { this.set((await snapshot()).oldestDueAge); } });
   new client.Gauge({ name: "scheduler_queue_depth", help: "Jobs dispatched, not yet taken by a worker", registers, async collect() { this.set((await snapshot()).byStatus.get("queued") ?? 0); } });
+  new client.Gauge({
+    name: "scheduler_tenant_due_backlog",
+    help: `Due, undispatched jobs of the ${TOP_TENANTS} tenants with the most; the rest together as tenant="other"`,
+    labelNames: ["tenant"],
+    registers,
+    async collect() {
+      const s = await snapshot();
+      this.reset();
+      let top = 0;
+      for (const { tenant, n } of s.byTenant) {
+        this.set({ tenant }, n);
+        top += n;
+      }
+      this.set({ tenant: "other" }, Math.max(0, s.dueBacklog - top));
+    },
+  });
   new client.Gauge({
     name: "scheduler_index_outbox_lag_seconds", help: "Age of the oldest index change not yet relayed to the Redis due index (0: none pending)", registers,
     async collect() { this.set((await snapshot()).outboxLag); },

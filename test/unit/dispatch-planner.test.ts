@@ -63,29 +63,31 @@ describe("DispatchPlanner", () => {
     expect(count(picked, (c) => c.tenant === "big")).toBe(40);
   });
 
-  test("tenant rate: a second's worth at most, refilled as time passes; only what was claimed costs", () => {
+  test("tenant rate: a tenth of a second's worth at most, refilled as time passes; only what was claimed costs", () => {
     let t = 0;
-    const p = new DispatchPlanner({ ...base, tenantDefault: { ratePerSec: 20 } }, () => t);
+    const p = new DispatchPlanner({ ...base, tenantDefault: { ratePerSec: 200 } }, () => t);
     const cands = many(1000, { tenant: "x" });
     const first = p.plan({ candidates: cands, limit: 500, nowMs: NOW, inFlight: new Map() });
     expect(first).toHaveLength(20);
     p.commit(first.slice(0, 15)); // five were not claimed after all (locked, changed)
     expect(p.plan({ candidates: cands, limit: 500, nowMs: NOW, inFlight: new Map() })).toHaveLength(5);
-    t += 500;
+    t += 50;
     expect(p.plan({ candidates: cands, limit: 500, nowMs: NOW, inFlight: new Map() })).toHaveLength(15);
+    t += 10_000;
+    expect(p.plan({ candidates: cands, limit: 500, nowMs: NOW, inFlight: new Map() })).toHaveLength(20);
   });
 
   test("global rate caps the batch across tenants", () => {
     let t = 0;
-    const p = new DispatchPlanner({ ...base, globalRatePerSec: 50 }, () => t);
+    const p = new DispatchPlanner({ ...base, globalRatePerSec: 500 }, () => t);
     const cands = [...many(100, { tenant: "a" }), ...many(100, { tenant: "b" })];
     const got = p.plan({ candidates: cands, limit: 500, nowMs: NOW, inFlight: new Map() });
     expect(got).toHaveLength(50);
     expect(count(got, (c) => c.tenant === "a")).toBe(25);
     p.commit(got);
     expect(p.plan({ candidates: cands, limit: 500, nowMs: NOW, inFlight: new Map() })).toEqual([]);
-    expect(p.msUntilGlobalToken()).toBe(20);
-    t += 100;
+    expect(p.msUntilGlobalToken()).toBe(2);
+    t += 10;
     expect(p.plan({ candidates: cands, limit: 500, nowMs: NOW, inFlight: new Map() })).toHaveLength(5);
   });
 
@@ -97,17 +99,21 @@ describe("DispatchPlanner", () => {
 });
 
 describe("RateBucket", () => {
-  test("starts full (one second's worth), refills continuously, never above one second", () => {
+  test("starts full (a tenth of a second's worth, at least one), refills continuously, never above that", () => {
     let t = 0;
-    const b = new RateBucket(10, () => t);
+    const b = new RateBucket(100, () => t);
     expect(b.available()).toBe(10);
     b.take(10);
     expect(b.available()).toBe(0);
-    expect(b.msUntilToken()).toBe(100);
-    t = 250;
+    expect(b.msUntilToken()).toBe(10);
+    t = 25;
     expect(b.available()).toBe(2);
     t = 10_000;
     expect(b.available()).toBe(10);
+    const slow = new RateBucket(2, () => t);
+    expect(slow.available()).toBe(1);
+    slow.take(1);
+    expect(slow.msUntilToken()).toBe(500);
     expect(() => new RateBucket(0)).toThrow("rate must be positive");
   });
 });
