@@ -42,14 +42,14 @@ to the scheduler, e.g. SCHEDULER_DISPATCH_BATCH=1000.`;
 
 export class UsageError extends Error {}
 
-function duration(flag: string, raw: string): number {
+export function duration(flag: string, raw: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(raw.trim());
   if (!m) throw new UsageError(`--${flag} must be a duration like 5, 5s, 500ms or 2m (got ${JSON.stringify(raw)})`);
   const unit = { ms: 1, s: 1000, m: 60_000 }[(m[2] ?? "s") as "ms" | "s" | "m"];
   return Math.round(Number(m[1]) * unit);
 }
 
-function whole(flag: string, raw: string, min: number, max: number): number {
+export function whole(flag: string, raw: string, min: number, max: number): number {
   const n = Number(raw);
   if (!/^\d+$/.test(raw) || n < min || n > max) throw new UsageError(`--${flag} must be a whole number from ${min} to ${max} (got ${JSON.stringify(raw)})`);
   return n;

@@ -11,6 +11,8 @@ export interface SchedulerOptions {
   concurrency: number;
   logLevel: string;
   logFile: string;
+  /** More variables for the scheduler, after (over) those passed through, e.g. SCHEDULER_DISPATCH_RATE. */
+  env?: Record<string, string>;
 }
 
 async function freePort(): Promise<number> {
@@ -47,6 +49,7 @@ export class SchedulerProcess {
       PATH: process.env.PATH ?? "",
       HOME: process.env.HOME ?? "/tmp",
       ...passedThrough(),
+      ...o.env,
       PORT: String(port),
       HOST: "127.0.0.1",
       LOG_LEVEL: o.logLevel,
@@ -130,6 +133,11 @@ export class SchedulerProcess {
   cpuSeconds(): number | undefined {
     return procCpuSeconds(this.proc.pid);
   }
+
+  /** The most resident memory the process has had so far (VmHWM), in bytes; undefined without /proc. */
+  peakRssBytes(): number | undefined {
+    return procMemoryBytes(this.proc.pid, "VmHWM");
+  }
 }
 
 const CLK_TCK = 100; // USER_HZ on every Linux we run on
@@ -140,6 +148,20 @@ export function procCpuSeconds(pid: number): number | undefined {
     // Fields after the ")" that closes the command name: state is field 3, utime 14, stime 15.
     const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(rest[11]) + Number(rest[12])) / CLK_TCK;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A memory figure of a live process from /proc/PID/status, in bytes: VmHWM is its peak
+ * resident set so far (the kernel keeps it; nothing is missed between samples), VmRSS its
+ * resident set now. Undefined without /proc or once the process is gone.
+ */
+export function procMemoryBytes(pid: number, field: "VmHWM" | "VmRSS"): number | undefined {
+  try {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) * 1024 : undefined;
   } catch {
     return undefined;
   }

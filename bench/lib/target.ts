@@ -1,6 +1,7 @@
 /**
  * A loopback webhook target that answers 200 at once and records when each call arrived
- * (Date.now(), the same wall clock as due_at), keyed by its webhook-id header.
+ * (Date.now(), the same wall clock as due_at), keyed by its webhook-id header, and the
+ * Scheduler-Scheduled-For header each job's first call carried.
  */
 export class RecordingTarget {
   /** webhook-id → arrival times (ms since the epoch), in arrival order. */
@@ -9,6 +10,10 @@ export class RecordingTarget {
   unexpected = 0;
   /** Calls without a webhook-id header. */
   withoutId = 0;
+  /** webhook-id → Scheduler-Scheduled-For of its first call (ms since the epoch; NaN if absent or unparseable). */
+  readonly scheduledFor = new Map<string, number>();
+  /** Calls (first or repeated) that arrived before the Scheduler-Scheduled-For they carried, or carried none. */
+  beforeScheduledFor = 0;
   private readonly phaseOf = new Map<string, number>();
   private readonly firstCalls: number[] = [];
   private readonly server: ReturnType<typeof Bun.serve>;
@@ -21,6 +26,8 @@ export class RecordingTarget {
       fetch: (req) => {
         const at = Date.now();
         const id = req.headers.get("webhook-id");
+        const sf = Date.parse(req.headers.get("scheduler-scheduled-for") ?? "");
+        if (!(at >= sf)) this.beforeScheduledFor++;
         if (id === null) {
           this.withoutId++;
         } else {
@@ -28,6 +35,7 @@ export class RecordingTarget {
           if (seen) seen.push(at);
           else {
             this.arrivals.set(id, [at]);
+            this.scheduledFor.set(id, sf);
             const phase = this.phaseOf.get(id);
             if (phase === undefined) this.unexpected++;
             else this.firstCalls[phase]++;
