@@ -41,15 +41,16 @@ WITH lease AS (
     AND a.home_region = $9 AND a.generation = $10
   FOR SHARE
 ), due AS (
-  SELECT id FROM jobs
-  WHERE id = ANY($8::uuid[])
-    AND status = 'scheduled' AND due_at <= now()
-    AND (expires_at IS NULL OR expires_at > now())
-    AND (start_by IS NULL OR start_by > now() OR calls > 0)
+  -- Driven by the ids (a join on the primary key): a filter on id = ANY(...) let the
+  -- planner walk the (status, due_at) range of a whole herd for every claim.
+  SELECT j.id FROM unnest($8::uuid[]) AS x(id) JOIN jobs j ON j.id = x.id
+  WHERE j.status = 'scheduled' AND j.due_at <= now()
+    AND (j.expires_at IS NULL OR j.expires_at > now())
+    AND (j.start_by IS NULL OR j.start_by > now() OR j.calls > 0)
     AND EXISTS (SELECT 1 FROM lease)
-  ORDER BY due_at
+  ORDER BY j.due_at
   LIMIT $4
-  FOR UPDATE SKIP LOCKED
+  FOR UPDATE OF j SKIP LOCKED
 )
 UPDATE jobs j SET
   status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
