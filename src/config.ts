@@ -44,6 +44,13 @@ export interface Config {
   /** Redis due-time index: how far ahead it holds jobs, its shards and key prefix. */
   index: { windowMs: number; shards: number; prefix: string; reconcileMs: number };
   jobDefaults: { maxAttempts: number; backoffBaseMs: number; backoffMaxMs: number; timeoutMs: number };
+  /**
+   * Per target host (host:port), in each worker process: calls per second and calls in flight
+   * (undefined: unlimited); a job's or schedule's host_limits override them. A host that
+   * answers 429/503 is slowed (halved per throttled answer, never below floorPerSec) and
+   * raised back by successes.
+   */
+  hostLimits: { ratePerSec?: number; concurrency?: number; floorPerSec: number };
 }
 
 export class ConfigError extends Error {
@@ -104,6 +111,9 @@ const ENV_SCHEMA = {
   SCHEDULER_DISPATCH_RATE: int(1, 10_000_000),
   SCHEDULER_AUTO_FAILOVER: bool,
   SCHEDULER_INDEX_PREFIX: v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1 to 64 letters, digits, _ . : or -")),
+  SCHEDULER_HOST_RATE: v.pipe(v.string(), v.regex(/^\d{1,7}(\.\d{1,6})?$/, "must be calls per second, a number like 5 or 0.5"), v.transform(Number), v.minValue(0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000")),
+  SCHEDULER_HOST_CONCURRENCY: int(1, 10_000),
+  SCHEDULER_HOST_RATE_FLOOR: v.pipe(v.string(), v.regex(/^\d{1,7}(\.\d{1,6})?$/, "must be calls per second, a number like 0.5"), v.transform(Number), v.minValue(0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000")),
 } as const;
 
 type EnvKey = keyof typeof ENV_SCHEMA;
@@ -206,6 +216,11 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       backoffBaseMs: 1_000,
       backoffMaxMs: 3_600_000,
       timeoutMs: read(env, "SCHEDULER_DEFAULT_TIMEOUT") ?? 30_000,
+    },
+    hostLimits: {
+      ratePerSec: read(env, "SCHEDULER_HOST_RATE"),
+      concurrency: read(env, "SCHEDULER_HOST_CONCURRENCY"),
+      floorPerSec: read(env, "SCHEDULER_HOST_RATE_FLOOR") ?? 0.5,
     },
   };
 }

@@ -80,7 +80,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     rt.worker = new Worker({
       db, owner, region: config.region, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, pollIntervalMs: config.pollIntervalMs,
       shutdownGraceMs: config.shutdownGraceMs, signingKey: config.signingKey, allowPrivateTargets: config.allowPrivateTargets,
-      log, metrics, beforeStart: opts.beforeStart,
+      log, metrics, beforeStart: opts.beforeStart, hostLimits: config.hostLimits,
     });
     await rt.worker.start();
   }

@@ -108,12 +108,17 @@ WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_ge
 RETURNING j.id, j.status;
 
 -- name: DeferJobs
--- Claimed but not called (the host is throttled): back to scheduled at a later instant,
+-- Claimed but not called (its target host is at its rate or concurrency limit, slowed, or
+-- paused by a Retry-After): back to scheduled at a later instant (never an earlier one),
 -- without a call and without using up an attempt.
 UPDATE jobs j SET
   status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'scheduled' END,
   finished_at = CASE WHEN j.cancel_requested THEN now() END,
-  due_at = x.due_at, lease_owner = NULL, lease_until = NULL, updated_at = now()
+  due_at = greatest(j.due_at, x.due_at), lease_owner = NULL, lease_until = NULL, updated_at = now()
 FROM unnest($2::uuid[], $3::int[], $4::timestamptz[]) AS x(id, gen, due_at)
 WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
 RETURNING j.id;
+
+-- name: NotifyDeferred
+-- Wakes the dispatchers for jobs handed back: the payload is the earliest new due instant, in epoch ms.
+SELECT pg_notify('scheduler_due', $1::text);

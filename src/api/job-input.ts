@@ -2,7 +2,7 @@ import * as v from "valibot";
 import { createHash } from "node:crypto";
 import { parseDuration } from "../time/duration.ts";
 import { checkTargetUrlSyntax } from "../worker/target-guard.ts";
-import type { Target } from "../store/types.ts";
+import type { HostLimits, Target } from "../store/types.ts";
 import { badRequest } from "./errors.ts";
 
 const INSTANT = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})$/;
@@ -76,6 +76,23 @@ export const RetrySchema = v.strictObject({
   max: v.optional(durationField(7 * 86_400_000)),
 });
 
+/**
+ * Limits for calls to the target's host (host:port): calls per second and calls in flight, in
+ * each worker process. They replace SCHEDULER_HOST_RATE / SCHEDULER_HOST_CONCURRENCY for this
+ * job; when jobs to one host carry different limits, the tightest applies to every call.
+ * null: none (the settings apply).
+ */
+export const HostLimitsSchema = v.nullable(v.pipe(
+  v.unknown(),
+  // valibot takes an array for an object (its indexes become unknown keys).
+  v.check((x) => typeof x === "object" && x !== null && !Array.isArray(x), 'must be a JSON object like { "rate": 5, "concurrency": 2 }'),
+  v.strictObject({
+    rate: v.optional(v.pipe(v.number("must be a number of calls per second"), v.check((n) => Number.isFinite(n) && n >= 0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000"))),
+    concurrency: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(1, "must be at least 1"), v.maxValue(10_000, "must be at most 10000"))),
+  }),
+  v.check((l) => l.rate !== undefined || l.concurrency !== undefined, "must give rate, concurrency or both (null for none)"),
+));
+
 export const JobInputSchema = v.strictObject({
   target: TargetSchema,
   run_at: v.optional(instantField),
@@ -92,6 +109,7 @@ export const JobInputSchema = v.strictObject({
   window: v.optional(durationField(86_400_000), 0),
   async: v.optional(v.boolean("must be true or false"), false),
   tenant: v.optional(v.pipe(v.string("must be a string"), v.regex(/^[A-Za-z0-9_.-]{1,64}$/, "must be 1 to 64 letters, digits, _ . or -"))),
+  host_limits: v.optional(HostLimitsSchema),
 });
 
 export type JobInput = v.InferOutput<typeof JobInputSchema>;
@@ -133,4 +151,13 @@ export function requestHash(raw: unknown): string {
       ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, canon((x as Record<string, unknown>)[k])]))
       : x;
   return createHash("sha256").update(JSON.stringify(canon(raw))).digest("hex");
+}
+
+/** host_limits as stored: null, or only the limits given. */
+export function toHostLimits(l: v.InferOutput<typeof HostLimitsSchema> | undefined): HostLimits | null {
+  if (!l) return null;
+  const out: HostLimits = {};
+  if (l.rate !== undefined) out.rate = l.rate;
+  if (l.concurrency !== undefined) out.concurrency = l.concurrency;
+  return out;
 }

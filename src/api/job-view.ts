@@ -1,4 +1,4 @@
-import type { AttemptRow, JobRow, Target } from "../store/types.ts";
+import type { AttemptRow, HostLimits, JobRow, Target } from "../store/types.ts";
 import { formatDuration } from "../time/duration.ts";
 
 // 'infinity' (a held occurrence's due_at) arrives as an Invalid Date from postgres.js and
@@ -14,6 +14,12 @@ export function targetView(t: Target) {
     else target.body_text = t.body;
   }
   return target;
+}
+
+/** host_limits in a job or schedule: null, or both keys (null for one not given). */
+export function hostLimitsView(l: HostLimits | null | undefined) {
+  if (!l) return null;
+  return { rate: l.rate ?? null, concurrency: l.concurrency ?? null };
 }
 
 export function jobView(j: JobRow, attempts?: AttemptRow[]) {
@@ -36,6 +42,7 @@ export function jobView(j: JobRow, attempts?: AttemptRow[]) {
     timeout: formatDuration(Number(j.timeout_ms)),
     expires_at: iso(j.expires_at),
     window: formatDuration(Number(j.window_ms)),
+    host_limits: hostLimitsView(j.host_limits),
     async: j.async,
     cancel_requested: j.cancel_requested,
     epoch: j.epoch === null ? null : Number(j.epoch),

@@ -6,7 +6,7 @@ import { cancelJob, getJob, insertJobs, listAttempts, listJobs, rescheduleJob, t
 import { JOB_STATUSES, TERMINAL } from "../store/types.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
 import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
-import { instantField, JobInputSchema, parseOrThrow, requestHash, toTarget } from "./job-input.ts";
+import { instantField, JobInputSchema, parseOrThrow, requestHash, toHostLimits, toTarget } from "./job-input.ts";
 import { jobView } from "./job-view.ts";
 import { IF_VERSION, queryInt as int, readJson, REASON } from "./request.ts";
 import { checkTarget } from "./target-check.ts";
@@ -59,6 +59,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
       expires_at: input.expires_at ?? null,
       window_ms: input.window,
       async: input.async,
+      host_limits: toHostLimits(input.host_limits),
     };
   };
 

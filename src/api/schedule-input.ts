@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import { CronRule, CronRuleError } from "../time/cron-rule.ts";
 import { badRequest } from "./errors.ts";
-import { durationField, instantField, RetrySchema, TargetSchema } from "./job-input.ts";
+import { durationField, HostLimitsSchema, instantField, RetrySchema, TargetSchema } from "./job-input.ts";
 
 const DAY = 86_400_000;
 
@@ -28,6 +28,7 @@ const fields = {
   }),
   start_at: v.nullable(instantField),
   end_at: v.nullable(instantField),
+  host_limits: HostLimitsSchema,
 };
 
 const optionalAll = <T extends Record<string, v.GenericSchema>>(o: T) =>

@@ -1,7 +1,7 @@
 import type { ScheduleRow } from "../store/schedules.ts";
 import type { CronRule } from "../time/cron-rule.ts";
 import { formatDuration } from "../time/duration.ts";
-import { targetView } from "./job-view.ts";
+import { hostLimitsView, targetView } from "./job-view.ts";
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 const dur = (ms: string | number) => formatDuration(Number(ms));
@@ -24,6 +24,7 @@ export function scheduleView(s: ScheduleRow, rule: CronRule | null) {
     overlap: s.overlap,
     max_queued: s.max_queued,
     window: dur(s.window_ms),
+    host_limits: hostLimitsView(s.host_limits),
     paused: s.paused,
     paused_reason: s.paused_reason,
     start_at: iso(s.start_at),

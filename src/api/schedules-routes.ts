@@ -5,7 +5,7 @@ import { insertAudit, insertJobs } from "../store/jobs.ts";
 import { deleteSchedule, fieldsOf, getSchedule, insertSchedule, listSchedules, updateSchedule, type ScheduleFields, type ScheduleRow } from "../store/schedules.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
 import { badRequest, conflict, notFound } from "./errors.ts";
-import { parseOrThrow, toTarget } from "./job-input.ts";
+import { parseOrThrow, toHostLimits, toTarget } from "./job-input.ts";
 import { jobView } from "./job-view.ts";
 import { IF_VERSION, queryInt, readJson, REASON } from "./request.ts";
 import { firstFire, ruleOrThrow, SCHEDULE_ID, ScheduleCreateSchema, SchedulePatchSchema } from "./schedule-input.ts";
@@ -82,6 +82,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       start_at: body.start_at ?? null,
       end_at: body.end_at ?? null,
       next_fire_at: null,
+      host_limits: toHostLimits(body.host_limits),
     };
     const rule = await validate(fields);
     fields.next_fire_at = firstFire(rule, Date.now(), fields.start_at, fields.end_at);
@@ -167,6 +168,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
         paused_reason: body.paused === false ? null : f.paused_reason,
         start_at: body.start_at !== undefined ? body.start_at : f.start_at,
         end_at: body.end_at !== undefined ? body.end_at : f.end_at,
+        host_limits: body.host_limits !== undefined ? toHostLimits(body.host_limits) : f.host_limits,
       };
       const rule = rowRule(next);
       if (next.start_at && next.end_at && next.end_at.getTime() <= next.start_at.getTime()) throw badRequest("end_at must be after start_at", "end_at");
@@ -240,7 +242,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       idempotency_key: `${s.id}@${now.toISOString()}`, request_hash: null, schedule_id: s.id, nominal_time: now,
       target: s.target, max_attempts: s.max_attempts, backoff_base_ms: Number(s.backoff_base_ms),
       backoff_max_ms: Number(s.backoff_max_ms), timeout_ms: Number(s.timeout_ms), expires_at: null,
-      window_ms: 0, async: false,
+      window_ms: 0, async: false, host_limits: s.host_limits ?? null,
     }]);
     await insertAudit(db, { actor: principal(c).actor, tenant: s.tenant, action: "schedule.triggered", objectId: s.id, reason: body.reason ?? null, details: { job_id: r.job.id } });
     return c.json(jobView(r.job), 201);

@@ -158,6 +158,7 @@ export class ScheduleGenerator {
       start_by: new Date(Math.max(spread + startWithin, occ.late ? due + occ.graceMs : 0)),
       catchup_after: new Date(spread + occ.graceMs),
       catchup: occ.late,
+      host_limits: s.host_limits ?? null,
     };
   }
 }

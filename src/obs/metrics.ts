@@ -30,6 +30,8 @@ export class Metrics {
   readonly regionHome = new client.Gauge({ name: "scheduler_region_home", help: "1 while this process's region holds the region authority (home), 0 in a standby region", registers: [this.registry] });
   readonly authorityGeneration = new client.Gauge({ name: "scheduler_authority_generation", help: "Failover generation of the region authority (the high half of every fencing token)", registers: [this.registry] });
   readonly inflight = new client.Gauge({ name: "scheduler_worker_inflight", help: "Calls in flight in this process", registers: [this.registry] });
+  readonly throttledHosts = new client.Gauge({ name: "scheduler_throttled_hosts", help: "Target hosts this worker currently calls below their limit after 429/503 answers, or not at all until their Retry-After", registers: [this.registry] });
+  readonly hostDeferrals = new client.Counter({ name: "scheduler_host_deferrals_total", help: "Calls held back because their target host was at its rate or concurrency limit, slowed or paused (each time a claimed job had to wait)", registers: [this.registry] });
 
   constructor() {
     client.collectDefaultMetrics({ register: this.registry, prefix: "scheduler_process_" });

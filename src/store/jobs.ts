@@ -1,6 +1,6 @@
 import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
-import type { AttemptRow, JobRow, Target } from "./types.ts";
+import type { AttemptRow, HostLimits, JobRow, Target } from "./types.ts";
 
 export interface NewJob {
   id: string;
@@ -25,6 +25,7 @@ export interface NewJob {
   start_by?: Date | null;
   catchup_after?: Date | null;
   catchup?: boolean;
+  host_limits?: HostLimits | null;
 }
 
 export type InsertResult =

@@ -5,6 +5,7 @@ import m003 from "../../sql/migrations/003_index_outbox.sql" with { type: "text"
 import m004 from "../../sql/migrations/004_index_capture.sql" with { type: "text" };
 import m005 from "../../sql/migrations/005_region_authority.sql" with { type: "text" };
 import m006 from "../../sql/migrations/006_fair_dispatch.sql" with { type: "text" };
+import m007 from "../../sql/migrations/007_host_limits.sql" with { type: "text" };
 
 export interface Migration { version: number; name: string; sql: string }
 
@@ -15,4 +16,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 4, name: "004_index_capture", sql: m004 },
   { version: 5, name: "005_region_authority", sql: m005 },
   { version: 6, name: "006_fair_dispatch", sql: m006 },
+  { version: 7, name: "007_host_limits", sql: m007 },
 ];

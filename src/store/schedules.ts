@@ -1,7 +1,7 @@
 import type { Db, Queryable } from "./db.ts";
 import { insertAudit, type Actor } from "./jobs.ts";
 import { sql } from "./sql.ts";
-import type { Target } from "./types.ts";
+import type { HostLimits, Target } from "./types.ts";
 
 export type Misfire = "skip" | "fire_once" | "fire_all";
 export type Overlap = "allow" | "skip" | "queue";
@@ -31,6 +31,7 @@ export interface ScheduleFields {
   start_at: Date | null;
   end_at: Date | null;
   next_fire_at: Date | null;
+  host_limits?: HostLimits | null;
 }
 
 export interface ScheduleRow extends Omit<ScheduleFields, "backoff_base_ms" | "backoff_max_ms" | "timeout_ms" | "misfire_grace_ms" | "catchup_window_ms" | "window_ms"> {
@@ -61,7 +62,7 @@ export function fieldsOf(r: ScheduleRow): ScheduleFields {
     misfire: r.misfire, misfire_grace_ms: r.misfire_grace_ms === null ? null : Number(r.misfire_grace_ms),
     catchup_window_ms: Number(r.catchup_window_ms), overlap: r.overlap, max_queued: r.max_queued,
     window_ms: Number(r.window_ms), paused: r.paused, paused_reason: r.paused_reason,
-    start_at: r.start_at, end_at: r.end_at, next_fire_at: r.next_fire_at,
+    start_at: r.start_at, end_at: r.end_at, next_fire_at: r.next_fire_at, host_limits: r.host_limits ?? null,
   };
 }
 

@@ -22,6 +22,12 @@ export interface Target {
   json: boolean;
 }
 
+/** Per-target-host limits given with a job or schedule (calls per second, calls in flight). */
+export interface HostLimits {
+  rate?: number | null;
+  concurrency?: number | null;
+}
+
 export interface JobRow {
   id: string;
   tenant: string;
@@ -56,6 +62,7 @@ export interface JobRow {
   start_by: Date | null;
   catchup_after: Date | null;
   catchup: boolean;
+  host_limits: HostLimits | null;
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;

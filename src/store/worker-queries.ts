@@ -56,7 +56,15 @@ export async function releaseJobs(db: Queryable, owner: string, jobs: Claimed[])
   return db.query<{ id: string; status: string }>(sql("ReleaseJobs"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen)]);
 }
 
+/**
+ * Claimed jobs handed back without a call (their host is at its limit), due again at dueAt;
+ * the dispatchers are told the earliest of those instants, so none waits for a poll.
+ */
 export async function deferJobs(db: Queryable, owner: string, jobs: (Claimed & { dueAt: Date })[]) {
   if (jobs.length === 0) return [];
-  return db.query<{ id: string }>(sql("DeferJobs"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.dueAt)]);
+  // ISO strings, not Dates: postgres.js sends an array of Dates as one timestamptz, which
+  // the ::timestamptz[] cast then refuses.
+  const rows = await db.query<{ id: string }>(sql("DeferJobs"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.dueAt.toISOString())]);
+  if (rows.length > 0) await db.query(sql("NotifyDeferred"), [String(Math.min(...jobs.map((j) => j.dueAt.getTime())))]);
+  return rows;
 }

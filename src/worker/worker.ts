@@ -7,7 +7,7 @@ import { Sleeper } from "../time/sleeper.ts";
 import { CompletionBatcher } from "./completion-batcher.ts";
 import { decideNext } from "./decide.ts";
 import { deliver, type DeliveryResult } from "./deliver.ts";
-import { HostThrottle } from "./host-throttle.ts";
+import { HostLimiter, hostKey } from "./host-limiter.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_LEASE, ABORT_STOP } from "./abort-reasons.ts";
 
@@ -25,6 +25,8 @@ export interface WorkerOptions {
   allowPrivateTargets: boolean;
   log: Logger;
   metrics: Metrics;
+  /** Per-target-host limits (calls per second, calls in flight) and the slowdown floor; absent: unlimited. */
+  hostLimits?: { ratePerSec?: number; concurrency?: number; floorPerSec?: number };
   /** Test seam: runs between the claim and the pre-call check, to force races there. */
   beforeStart?: (jobs: JobRow[]) => Promise<void>;
 }
@@ -36,6 +38,8 @@ export interface InFlight {
 }
 
 const MAX_CLAIM = 200;
+/** A call that finds its host paused (a Retry-After that came in after its slot was taken) waits this long at most. */
+const MAX_PAUSE_WAIT_MS = 2000;
 
 /**
  * Claims queued jobs under a lease, checks each again right before calling, calls the
@@ -48,7 +52,14 @@ export class Worker {
   private readonly sleeper = new Sleeper();
   private readonly completions: CompletionBatcher;
   private readonly renewer: LeaseRenewer;
-  private readonly throttle = new HostThrottle();
+  private readonly limiter: HostLimiter<InFlight>;
+  /** Claimed jobs waiting in memory for their host to have room (in `inflight` too, for lease renewal). */
+  private readonly held = new Set<string>();
+  private pumping = false;
+  private pumpAgain = false;
+  private pumpTimer: ReturnType<typeof setTimeout> | undefined;
+  private pumpTimerAt = Infinity;
+  private sweepTimer: ReturnType<typeof setInterval> | undefined;
   private readonly calls = new Set<Promise<void>>();
   private loopDone: Promise<void> | undefined;
   private stopping = false;
@@ -58,6 +69,12 @@ export class Worker {
   constructor(private readonly o: WorkerOptions) {
     this.completions = new CompletionBatcher(o.db, o.owner, o.log);
     this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, log: o.log, inflight: this.inflight });
+    const hl = o.hostLimits ?? {};
+    this.limiter = new HostLimiter<InFlight>({
+      ratePerSec: hl.ratePerSec, concurrency: hl.concurrency, floorPerSec: hl.floorPerSec ?? 0.5,
+      // Held jobs take no call slot, so they are bounded on their own (their rows are in memory).
+      maxHeld: Math.max(200, 2 * o.concurrency),
+    });
   }
 
   async start(): Promise<void> {
@@ -71,9 +88,18 @@ export class Worker {
       if (f && this.calling.has(id)) {
         this.o.log.info({ job_id: id }, "cancel requested; aborting the call");
         f.abort.abort(ABORT_CANCEL);
+      } else if (f && this.held.has(id)) {
+        // Waiting for its host: not called; given back (and so cancelled) by the next pump.
+        f.abort.abort(ABORT_CANCEL);
+        this.kick();
       }
     });
     this.renewer.start();
+    this.sweepTimer = setInterval(() => {
+      this.limiter.sweep();
+      this.o.metrics.throttledHosts.set(this.limiter.throttledHosts());
+    }, 1000);
+    this.sweepTimer.unref?.();
     this.loopDone = this.loop();
   }
 
@@ -88,6 +114,17 @@ export class Worker {
     this.sleeper.wake();
     await this.loopDone;
     await Promise.all(this.handoffs);
+    clearInterval(this.sweepTimer);
+    this.disarmPump();
+    // Jobs waiting for their host were never called: back to scheduled at once.
+    const waiting = this.limiter.drainHeld();
+    if (waiting.length > 0) {
+      try {
+        await this.returnHeld(waiting);
+      } catch (err) {
+        this.o.log.error({ err }, "giving back jobs that waited for their host failed; their leases will lapse and they will be retried");
+      }
+    }
     await this.unlisten?.();
     await this.unlistenCancel?.();
     if (this.calls.size > 0) {
@@ -134,9 +171,13 @@ export class Worker {
 
   private reserved = 0;
 
-  /** Room for more calls, not counting slots reserved by a claim under way. */
+  /**
+   * Room for more calls, not counting slots reserved by a claim under way. Jobs waiting for
+   * their host take none: they are few (a short wait each, a bounded number) and other
+   * hosts' jobs must not wait behind them.
+   */
   freeSlots(): number {
-    return this.stopping ? 0 : Math.max(0, this.o.concurrency - this.inflight.size - this.reserved);
+    return this.stopping ? 0 : Math.max(0, this.o.concurrency - (this.inflight.size - this.held.size) - this.reserved);
   }
 
   /**
@@ -179,31 +220,64 @@ export class Worker {
     this.handoffs.add(q);
   }
 
-  /** From claimed to called: the pre-call check, then one call per job that passes it. */
+  /**
+   * From claimed to called. Each job's host is asked first: room now → the pre-call check and
+   * the call; room soon → it waits here (see pump); else it is handed back, due again later,
+   * without a call and without using up an attempt.
+   */
   private async startClaimed(claimed: JobRow[]): Promise<void> {
     try {
       await this.o.beforeStart?.(claimed);
       const now = Date.now();
       const deferred: { id: string; gen: number; dueAt: Date }[] = [];
-      const ready: JobRow[] = [];
+      const ready: InFlight[] = [];
       for (const job of claimed) {
-        const until = this.throttle.blockedUntil(job.target.url, now);
-        if (until !== undefined) deferred.push({ id: job.id, gen: job.lease_generation, dueAt: new Date(until) });
-        else ready.push(job);
+        const f = this.inflight.get(job.id);
+        if (!f) continue;
+        const a = this.limiter.admit(hostKey(job.target.url), job.id, this.limiter.limitsOf(job.host_limits), f, now);
+        if (a.kind === "go") {
+          ready.push(f);
+          continue;
+        }
+        this.o.metrics.hostDeferrals.inc();
+        if (a.kind === "hold") this.held.add(job.id);
+        else deferred.push({ id: job.id, gen: f.gen, dueAt: new Date(a.at) });
       }
-      if (deferred.length > 0) await deferJobs(this.o.db, this.o.owner, deferred);
-      for (const d of deferred) this.inflight.delete(d.id);
-      const started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((j) => ({ id: j.id, gen: j.lease_generation, version: j.version })));
+      if (deferred.length > 0) {
+        await deferJobs(this.o.db, this.o.owner, deferred);
+        for (const d of deferred) this.inflight.delete(d.id);
+        this.o.log.debug({ jobs: deferred.length }, "target hosts at their limit: jobs handed back, due again shortly");
+      }
+      await this.begin(ready);
+    } catch (err) {
+      // Jobs claimed but never started stay leased until the reaper returns them.
+      for (const job of claimed) {
+        if (this.isCalling(job.id) || this.held.has(job.id)) continue;
+        this.limiter.forget(job.id);
+        this.inflight.delete(job.id);
+      }
+      throw err;
+    } finally {
+      if (this.held.size > 0) this.armPump();
+    }
+  }
+
+  /** The pre-call check for jobs whose host slot is reserved, then one call per job that passes it. */
+  private async begin(ready: InFlight[]): Promise<void> {
+    if (ready.length === 0) return;
+    try {
+      const started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })));
       const startedIds = new Set(started.map((s) => s.job_id));
       // Cancelled, rescheduled or reclaimed since the claim: not called.
-      const stale = ready.filter((j) => !startedIds.has(j.id));
+      const stale = ready.filter((f) => !startedIds.has(f.job.id));
       if (stale.length > 0) {
-        const released = await releaseJobs(this.o.db, this.o.owner, stale.map((j) => ({ id: j.id, gen: j.lease_generation })));
+        for (const f of stale) this.limiter.forget(f.job.id);
+        const released = await releaseJobs(this.o.db, this.o.owner, stale.map((f) => ({ id: f.job.id, gen: f.gen })));
         this.o.metrics.staleDispatches.inc(stale.length);
-        for (const j of stale) {
-          this.inflight.delete(j.id);
-          const r = released.find((x) => x.id === j.id);
-          this.o.log.info({ job_id: j.id, status: r?.status ?? "reclaimed" }, "dispatch is stale (cancelled or changed since the claim); not calling");
+        for (const f of stale) {
+          this.inflight.delete(f.job.id);
+          const r = released.find((x) => x.id === f.job.id);
+          this.o.log.info({ job_id: f.job.id, status: r?.status ?? "reclaimed" }, "dispatch is stale (cancelled or changed since the claim); not calling");
         }
       }
       for (const s of started) {
@@ -211,10 +285,81 @@ export class Worker {
         if (f) this.launch(f, s.attempt_id, s.number, s.catchup);
       }
     } catch (err) {
-      // Jobs claimed but never started stay leased until the reaper returns them.
-      for (const job of claimed) if (!this.isCalling(job.id)) this.inflight.delete(job.id);
+      for (const f of ready) {
+        if (this.isCalling(f.job.id)) continue;
+        this.limiter.forget(f.job.id);
+        this.inflight.delete(f.job.id);
+      }
       throw err;
     }
+  }
+
+  /** Starts the held jobs whose host has room, hands back those held too long or cancelled. */
+  private kick(): void {
+    if (this.held.size === 0 && !this.pumping) return;
+    this.handled(this.pump());
+  }
+
+  private async pump(): Promise<void> {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.pumpAgain = false;
+        if (this.stopping) return; // stop() gives the held jobs back
+        const aborted = this.limiter.removeHeld((f) => f.abort.signal.aborted);
+        if (aborted.length > 0) await this.returnHeld(aborted);
+        const { ready, overdue } = this.limiter.pump(Date.now());
+        for (const f of ready) this.held.delete(f.job.id);
+        if (overdue.length > 0) {
+          for (const o of overdue) this.held.delete(o.item.job.id);
+          try {
+            await deferJobs(this.o.db, this.o.owner, overdue.map((o) => ({ id: o.item.job.id, gen: o.item.gen, dueAt: new Date(o.at) })));
+          } finally {
+            for (const o of overdue) this.inflight.delete(o.item.job.id);
+          }
+        }
+        await this.begin(ready);
+      } while (this.pumpAgain);
+    } finally {
+      this.pumping = false;
+      this.armPump();
+    }
+  }
+
+  /** Held jobs not called after all (a cancel, a lost lease, a stop): back to the database at once. */
+  private async returnHeld(fs: InFlight[]): Promise<void> {
+    for (const f of fs) this.held.delete(f.job.id);
+    try {
+      await releaseJobs(this.o.db, this.o.owner, fs.map((f) => ({ id: f.job.id, gen: f.gen })));
+    } finally {
+      for (const f of fs) this.inflight.delete(f.job.id);
+    }
+  }
+
+  /** Wakes the pump when a held job's host may have room again (a finished call also does). */
+  private armPump(): void {
+    if (this.stopping || this.held.size === 0) return this.disarmPump();
+    const now = Date.now();
+    const at = Math.max(now + 1, this.limiter.nextWakeAt(now));
+    if (!Number.isFinite(at)) return this.disarmPump();
+    if (this.pumpTimer && this.pumpTimerAt <= at) return;
+    this.disarmPump();
+    this.pumpTimerAt = at;
+    this.pumpTimer = setTimeout(() => {
+      this.pumpTimer = undefined;
+      this.pumpTimerAt = Infinity;
+      this.kick();
+    }, at - now);
+  }
+
+  private disarmPump(): void {
+    if (this.pumpTimer) clearTimeout(this.pumpTimer);
+    this.pumpTimer = undefined;
+    this.pumpTimerAt = Infinity;
   }
 
   private readonly calling = new Set<string>();
@@ -228,11 +373,13 @@ export class Worker {
     const p = this.call(f, attemptId, number, catchup)
       .catch((err) => this.o.log.error({ err, job_id: f.job.id }, "recording the outcome failed; the lease will lapse and the job will be retried"))
       .finally(() => {
+        this.limiter.forget(f.job.id);
         this.inflight.delete(f.job.id);
         this.calling.delete(f.job.id);
         this.calls.delete(p);
         this.o.metrics.inflight.set(this.calling.size);
         this.sleeper.wake();
+        this.kick();
       });
     this.calls.add(p);
   }
@@ -243,11 +390,16 @@ export class Worker {
     const startMs = Date.now();
     if (job.queued_at) this.o.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
     this.o.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
-    const r: DeliveryResult = await deliver(job, {
+    const notSent = await this.waitOutPause(job, f.abort.signal);
+    const r: DeliveryResult = notSent ?? await deliver(job, {
       attemptId, attemptNumber: number, catchup, signingKey: this.o.signingKey,
       allowPrivateTargets: this.o.allowPrivateTargets, signal: f.abort.signal,
     });
     this.o.metrics.deliveries.inc({ outcome: r.outcome });
+    // The host's answer paces further calls to it (429/503 slow it, Retry-After pauses it).
+    if (!notSent && this.limiter.finish(job.id, { outcome: r.outcome, retryAfterMs: r.retryAfterMs, startedAt: r.startedAt.getTime(), durationMs: r.finishedAt.getTime() - r.startedAt.getTime() })) {
+      this.o.metrics.throttledHosts.set(this.limiter.throttledHosts());
+    }
     this.o.metrics.executionDuration.observe((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000);
     const now = Date.now();
     let next = decideNext({ ...job, calls: number }, r, now);
@@ -256,7 +408,6 @@ export class Worker {
       // Our stop, not the target's failure: retry at once elsewhere, without using up a try.
       next = { status: "scheduled", delayMs: 0, countsTry: false, throttleUntil: null, deadReason: null, error: r.error };
     }
-    if (r.outcome === "throttled" && next.delayMs !== null) this.throttle.note(job.target.url, now + next.delayMs);
     const accepted = await this.completions.push({
       job_id: job.id, gen: f.gen, attempt_id: attemptId, outcome: r.outcome, http_status: r.httpStatus,
       error: r.error, possibly_delivered: r.possiblyDelivered, started_at: r.startedAt, finished_at: r.finishedAt,
@@ -274,4 +425,42 @@ export class Worker {
     if (r.outcome === "success") log.info(fields, "delivered");
     else log.warn({ ...fields, error: next.error, retry_in_ms: next.delayMs }, "delivery failed");
   }
+
+  /**
+   * A Retry-After from another call to this host may have arrived after this job's slot was
+   * taken (while its attempt was being opened): the pause holds for this call too. A short
+   * pause is waited out; after a longer one the job is retried, as throttled (no try used up),
+   * without a call. Returns a result only when nothing is sent.
+   */
+  private async waitOutPause(job: JobRow, signal: AbortSignal): Promise<DeliveryResult | undefined> {
+    const host = hostKey(job.target.url);
+    for (;;) {
+      const ms = this.limiter.pausedUntil(host) - Date.now();
+      if (ms <= 0) return undefined;
+      const startedAt = new Date();
+      const notSent = (outcome: "throttled" | "transient", error: string, retryAfterMs: number | null): DeliveryResult => ({
+        outcome, httpStatus: null, possiblyDelivered: false, retryAfterMs, refused: false, error, startedAt, finishedAt: new Date(),
+      });
+      if (ms > MAX_PAUSE_WAIT_MS) return notSent("throttled", "not called: the host asked for a pause (Retry-After) just before this call; retried after it", ms);
+      if (await sleepUnlessAborted(ms, signal)) {
+        return notSent("transient", `call aborted before it was sent (waiting out the host's Retry-After): ${String(signal.reason ?? "stopped")}`, null);
+      }
+    }
+  }
+}
+
+/** Resolves true if `signal` aborts first, false once `ms` have passed. */
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve(false);
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
 }
