@@ -1,12 +1,13 @@
 -- name: ClaimQueued
--- Takes queued jobs, highest priority first, under a lease: owner + a new generation.
+-- Takes queued jobs in dispatch order (then highest priority first), under a lease: owner +
+-- a new generation.
 WITH c AS (
   SELECT id FROM jobs
   WHERE status = 'queued' AND due_at <= now() AND (expires_at IS NULL OR expires_at > now())
     AND (start_by IS NULL OR start_by > now() OR calls > 0)
     -- Workers outside the home region take nothing ($4: this worker's region).
     AND EXISTS (SELECT 1 FROM region_authority WHERE home_region = $4)
-  ORDER BY priority DESC, due_at
+  ORDER BY queued_at, priority DESC, due_at
   LIMIT $2
   FOR UPDATE SKIP LOCKED
 )

@@ -62,6 +62,11 @@ export interface PlanInput {
 export class DispatchPlanner {
   private readonly global: RateBucket | undefined;
   private readonly tenantBuckets = new Map<string, RateBucket>();
+  /**
+   * The weighted round robin's running credit per class, kept across passes: with room for
+   * one or two jobs a pass, a fresh start every pass would always serve the heaviest class.
+   */
+  private readonly credit = [0, 0, 0];
   /** Per class, the tenant served last: the next pass starts after it. */
   private readonly lastServed: (string | undefined)[] = [undefined, undefined, undefined];
 
@@ -118,7 +123,7 @@ export class DispatchPlanner {
     for (const q of queues) for (const list of q.values()) list.sort((a, b) => a.dueMs - b.dueMs || (a.id < b.id ? -1 : 1));
 
     const weight = [this.settings.weights.low, this.settings.weights.normal, this.settings.weights.high];
-    const current = [0, 0, 0];
+    const current = this.credit;
     const picked: Candidate[] = [];
     const taken = new Set<string>();
     // Smooth weighted round robin over the classes that still have work (nginx's): each

@@ -30,6 +30,17 @@ describe("DispatchPlanner", () => {
     expect(lows).toEqual([...lows].sort((a, b) => a - b));
   });
 
+  test("the share carries across passes: with room for two a pass, low priority still gets 1 in 9", () => {
+    const p = new DispatchPlanner(base);
+    const cands = [...many(500, { priority: 9 }), ...many(500, { priority: -9 })];
+    const served: Candidate[] = [];
+    for (let i = 0; i < 45; i++) {
+      const got = p.plan({ candidates: cands.filter((c) => !served.includes(c)), limit: 2, nowMs: NOW, inFlight: new Map() });
+      served.push(...got);
+    }
+    expect(count(served, (c) => c.priority < 0)).toBe(10);
+  });
+
   test("all three classes share 8:3:1", () => {
     const p = new DispatchPlanner(base);
     const picked = p.plan({ candidates: [...many(100, { priority: 1 }), ...many(100), ...many(100, { priority: -1 })], limit: 120, nowMs: NOW, inFlight: new Map() });
