@@ -7,7 +7,11 @@ SELECT count(*) AS n, extract(epoch FROM now() - min(due_at)) AS oldest_age_s
 FROM jobs WHERE status = 'scheduled' AND due_at <= now();
 
 -- name: DueBacklogByTenant
--- The $1 tenants with the most due, undispatched jobs (a bounded label set for metrics).
-SELECT tenant, count(*) AS n FROM jobs
-WHERE status = 'scheduled' AND due_at <= now()
-GROUP BY tenant ORDER BY count(*) DESC, tenant LIMIT $1;
+-- The $1 tenants with the most due, undispatched jobs (a bounded label set for metrics),
+-- each row also carrying the total over all tenants, counted in the same snapshot.
+SELECT tenant, n, sum(n) OVER () AS total FROM (
+  SELECT tenant, count(*) AS n FROM jobs
+  WHERE status = 'scheduled' AND due_at <= now()
+  GROUP BY tenant
+) t
+ORDER BY n DESC, tenant LIMIT $1;
