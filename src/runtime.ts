@@ -101,6 +101,10 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       index: rt.index,
       authority: rt.authority,
       flow: config.flow,
+      // A new leader renews the region authority at once, not a third of a TTL later.
+      onLeadership: (leading) => {
+        if (leading) rt.authority?.poke();
+      },
     });
     await rt.dispatcher.begin();
   }

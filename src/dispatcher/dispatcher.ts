@@ -38,6 +38,8 @@ export interface DispatcherOptions {
   authority: RegionAuthority;
   /** Fair dispatch: class weights, aging, tenant quotas, the global dispatch rate. */
   flow: PlannerSettings;
+  /** Called when this process gains or loses the dispatch lease. */
+  onLeadership?: (leading: boolean) => void;
 }
 
 /** What a claim is fenced by: the dispatch lease and the region authority's generation. */
@@ -316,6 +318,7 @@ export class Dispatcher extends PeriodicLoop<number> {
   private onLeadership(hold: LeaseHold | undefined): void {
     this.o.metrics.authorityEpoch.set(hold ? fencingToken(this.o.authority.current?.generation ?? 0, hold.epoch) : 0);
     if (hold) this.poke();
+    this.o.onLeadership?.(hold !== undefined);
     const keeper = this.o.index;
     const done = keeper
       ? keeper.lead(hold !== undefined)

@@ -130,7 +130,10 @@ describe("region failover with real processes (postgres)", () => {
     // A call already on the wire when the move committed may land a moment later; nothing
     // from generation 0 starts after it.
     for (const c of old) expect(c.at).toBeLessThan(fencedAt + 200);
-    const [{ n }] = await db.query<{ n: string }>("SELECT count(*) AS n FROM attempts WHERE epoch < $1 AND started_at > (SELECT at FROM audit_log WHERE action = 'cluster.failover')", [GEN1]);
+    // After the answer to the failover request (so after its commit; the audit row's `at` is
+    // the transaction's start, and a pre-call check that read the old row just before the
+    // commit may carry a later timestamp: that call was already in flight).
+    const [{ n }] = await db.query<{ n: string }>("SELECT count(*) AS n FROM attempts WHERE epoch < $1 AND started_at > $2", [GEN1, new Date(fencedAt)]);
     expect(Number(n)).toBe(0);
     // The old region's leader notices within one leader lease interval, and sends writes on.
     await a.waitForLog((l) => String(l.msg).startsWith("lost leadership"), 1500);
