@@ -11,11 +11,10 @@
  *
  * See bench/README.md.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { createDatabase, dropDatabase } from "../test/helpers/db.ts";
 import type { Db } from "../src/store/db.ts";
 import { openPglite } from "../src/store/pglite-driver.ts";
 import { openPostgres } from "../src/store/postgres-driver.ts";
@@ -25,6 +24,7 @@ import { describeMachine, packageVersion, type Machine } from "./lib/machine.ts"
 import { passedThrough, SchedulerProcess } from "./lib/scheduler-process.ts";
 import { keyValues, table } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
+import { benchHarness } from "./lib/harness.ts";
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 /** Progress (creation, deliveries so far) only for a person watching; errors always. */
@@ -147,41 +147,19 @@ async function main(): Promise<number> {
   }
   if (!args) return 0;
 
-  const adminUrl = process.env.DATABASE_URL || process.env.TEST_DATABASE_URL;
-  let dbUrl: string | undefined;
-  let dataDir: string | undefined;
-  let dbLabel: string;
   const logFile = args.schedulerLog ?? join(tmpdir(), `scheduler-herd-${process.pid}.log`);
   writeFileSync(logFile, "");
   let sched: SchedulerProcess | undefined;
   let target: RecordingTarget | undefined;
-  let cleaning: Promise<void> | undefined;
-  const cleanup = () =>
-    (cleaning ??= (async () => {
-      sched?.kill();
-      await sched?.proc.exited;
-      target?.stop();
-      if (dbUrl) await dropDatabase(dbUrl).catch((err) => say(`bench: could not drop ${dbUrl}: ${(err as Error).message}`));
-      if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-    })());
-  let interrupted = false;
-  const onSignal = (sig: NodeJS.Signals) => {
-    interrupted = true;
-    say(`bench: ${sig}: stopping the scheduler and removing the database`);
-    cleanup().finally(() => process.exit(130));
-  };
-  process.once("SIGINT", onSignal);
-  process.once("SIGTERM", onSignal);
+  const h = benchHarness(say);
+  h.onCleanup(async () => {
+    sched?.kill();
+    await sched?.proc.exited;
+    target?.stop();
+  });
 
   try {
-    if (adminUrl) {
-      process.env.TEST_DATABASE_URL = adminUrl; // createDatabase/dropDatabase read it
-      dbUrl = await createDatabase();
-      dbLabel = `PostgreSQL, fresh database ${new URL(dbUrl).pathname.slice(1)} (dropped at the end)`;
-    } else {
-      dataDir = mkdtempSync(join(tmpdir(), "scheduler-herd-pglite-"));
-      dbLabel = `embedded PGlite in ${dataDir}: neither DATABASE_URL nor TEST_DATABASE_URL is set, so this is NOT a PostgreSQL server figure`;
-    }
+    const { dbUrl, dataDir, label: dbLabel } = await h.database("herd");
     progress?.(`bench: database: ${dbLabel}`);
     progress?.(`bench: scheduler output: ${logFile}`);
     target = new RecordingTarget();
@@ -239,12 +217,12 @@ async function main(): Promise<number> {
     else if (!args.schedulerLog) rmSync(logFile, { force: true });
     return problems.length === 0 ? 0 : 1;
   } catch (err) {
-    if (interrupted) return 130;
+    if (h.interrupted) return 130;
     say(`bench: FAILED: ${(err as Error).stack ?? err}`);
     if (sched) say(`bench: end of the scheduler's output (all of it in ${logFile}):\n${sched.logTail()}`);
     return 1;
   } finally {
-    await cleanup();
+    await h.cleanup();
   }
 }
 
