@@ -1,5 +1,6 @@
 import type { HostLimits } from "../store/types.ts";
 import type { Outcome } from "./classify.ts";
+import { type Entry, HostState } from "./host-state.ts";
 
 /**
  * Per-target-host flow control in one worker process: a rate (calls per second, evenly
@@ -69,119 +70,6 @@ const DEFAULT_CALL_MS = 1000;
 const MIN_DEFER_MS = 250;
 /** Successes raise a slowed host back to its limit in about this many seconds. */
 const RECOVER_SECONDS = 5;
-
-interface Entry<T> {
-  id: string;
-  lim: CallLimits;
-  item: T;
-  host: HostState<T>;
-  phase: "held" | "reserved";
-  since: number;
-}
-
-class HostState<T> {
-  /** Reserved or calling. */
-  inflight = 0;
-  /** Limits of the jobs held or in flight: the tightest applies to every call. */
-  readonly members = new Map<string, CallLimits>();
-  readonly queue: Entry<T>[] = [];
-  /** No call before this instant (rate pacing). */
-  tat = 0;
-  /** The last call's start (its slot reserved). */
-  lastStart = 0;
-  /** Retry-After: no call at all before this instant. */
-  pausedUntil = 0;
-  /** Slowed rate, calls/s; null: not slowed. */
-  adaptive: number | null = null;
-  /** An unlimited host's slowdown lifts once it is back to this rate. */
-  recoverTo = Infinity;
-  lastDecreaseAt = 0;
-  /** Jobs handed back are spread from here. */
-  deferCursor = 0;
-  avgCallMs: number | null = null;
-  lastUsed: number;
-  // Calls counted in one-second buckets, for the rate an unlimited host was being called at.
-  private bucket = 0;
-  private cur = 0;
-  private prev = 0;
-  // How many members have each rate and concurrency: few distinct values (the settings and
-  // the overrides in use), so the tightest is cheap to find however many jobs there are.
-  private readonly rates = new Map<number, number>();
-  private readonly concs = new Map<number, number>();
-  private dirty = true;
-  private rateLimit = Infinity;
-  private concLimit = Infinity;
-
-  constructor(readonly key: string, now: number) {
-    this.lastUsed = now;
-  }
-
-  private refresh(): void {
-    if (!this.dirty) return;
-    this.rateLimit = Math.min(Infinity, ...this.rates.keys());
-    this.concLimit = Math.min(Infinity, ...this.concs.keys());
-    this.dirty = false;
-  }
-
-  setMember(id: string, lim: CallLimits): void {
-    if (this.members.has(id)) this.dropMember(id);
-    this.members.set(id, lim);
-    bump(this.rates, lim.rate, 1);
-    bump(this.concs, lim.concurrency, 1);
-    this.dirty = true;
-  }
-
-  dropMember(id: string): void {
-    const lim = this.members.get(id);
-    if (!lim) return;
-    this.members.delete(id);
-    bump(this.rates, lim.rate, -1);
-    bump(this.concs, lim.concurrency, -1);
-    this.dirty = true;
-  }
-
-  /** The configured limits (tightest of the members, and of `lim` if given). */
-  limits(lim?: CallLimits): CallLimits {
-    this.refresh();
-    return {
-      rate: Math.min(this.rateLimit, lim?.rate ?? Infinity),
-      concurrency: Math.min(this.concLimit, lim?.concurrency ?? Infinity),
-    };
-  }
-
-  /** The rate calls are paced at now: the limit, or lower while slowed. */
-  allowed(lim?: CallLimits): number {
-    return Math.min(this.limits(lim).rate, this.adaptive ?? Infinity);
-  }
-
-  countCall(now: number): void {
-    this.roll(now);
-    this.cur++;
-  }
-
-  /** Calls per second over about the last second. */
-  observedRate(now: number): number {
-    this.roll(now);
-    const frac = (now % 1000) / 1000;
-    return this.prev * (1 - frac) + this.cur;
-  }
-
-  private roll(now: number): void {
-    const b = Math.floor(now / 1000);
-    if (b === this.bucket) return;
-    this.prev = b === this.bucket + 1 ? this.cur : 0;
-    this.cur = 0;
-    this.bucket = b;
-  }
-
-  get throttled(): boolean {
-    return this.adaptive !== null;
-  }
-
-  idle(): boolean {
-    return this.inflight === 0 && this.queue.length === 0 && this.members.size === 0;
-  }
-}
 
 export class HostLimiter<T> {
   private readonly hosts = new Map<string, HostState<T>>();
@@ -485,12 +373,6 @@ export class HostLimiter<T> {
     const rate = st.allowed();
     st.tat = Math.min(st.tat, Number.isFinite(rate) ? st.lastStart + 1000 / rate : st.lastStart);
   }
-}
-
-function bump(m: Map<number, number>, k: number, d: number): void {
-  const n = (m.get(k) ?? 0) + d;
-  if (n > 0) m.set(k, n);
-  else m.delete(k);
 }
 
 function positive(n: number | null | undefined): number | undefined {

@@ -1,0 +1,126 @@
+/**
+ * One target host's state in a worker's HostLimiter: the calls in flight, the jobs held for
+ * it in order, its pacing (next allowed start), a Retry-After pause, the adaptive slowdown,
+ * and the tightest limits among the jobs to it.
+ */
+import type { CallLimits } from "./host-limiter.ts";
+
+export interface Entry<T> {
+  id: string;
+  lim: CallLimits;
+  item: T;
+  host: HostState<T>;
+  phase: "held" | "reserved";
+  since: number;
+}
+
+export class HostState<T> {
+  /** Reserved or calling. */
+  inflight = 0;
+  /** Limits of the jobs held or in flight: the tightest applies to every call. */
+  readonly members = new Map<string, CallLimits>();
+  readonly queue: Entry<T>[] = [];
+  /** No call before this instant (rate pacing). */
+  tat = 0;
+  /** The last call's start (its slot reserved). */
+  lastStart = 0;
+  /** Retry-After: no call at all before this instant. */
+  pausedUntil = 0;
+  /** Slowed rate, calls/s; null: not slowed. */
+  adaptive: number | null = null;
+  /** An unlimited host's slowdown lifts once it is back to this rate. */
+  recoverTo = Infinity;
+  lastDecreaseAt = 0;
+  /** Jobs handed back are spread from here. */
+  deferCursor = 0;
+  avgCallMs: number | null = null;
+  lastUsed: number;
+  // Calls counted in one-second buckets, for the rate an unlimited host was being called at.
+  private bucket = 0;
+  private cur = 0;
+  private prev = 0;
+  // How many members have each rate and concurrency: few distinct values (the settings and
+  // the overrides in use), so the tightest is cheap to find however many jobs there are.
+  private readonly rates = new Map<number, number>();
+  private readonly concs = new Map<number, number>();
+  private dirty = true;
+  private rateLimit = Infinity;
+  private concLimit = Infinity;
+
+  constructor(readonly key: string, now: number) {
+    this.lastUsed = now;
+  }
+
+  private refresh(): void {
+    if (!this.dirty) return;
+    this.rateLimit = Math.min(Infinity, ...this.rates.keys());
+    this.concLimit = Math.min(Infinity, ...this.concs.keys());
+    this.dirty = false;
+  }
+
+  setMember(id: string, lim: CallLimits): void {
+    if (this.members.has(id)) this.dropMember(id);
+    this.members.set(id, lim);
+    bump(this.rates, lim.rate, 1);
+    bump(this.concs, lim.concurrency, 1);
+    this.dirty = true;
+  }
+
+  dropMember(id: string): void {
+    const lim = this.members.get(id);
+    if (!lim) return;
+    this.members.delete(id);
+    bump(this.rates, lim.rate, -1);
+    bump(this.concs, lim.concurrency, -1);
+    this.dirty = true;
+  }
+
+  /** The configured limits (tightest of the members, and of `lim` if given). */
+  limits(lim?: CallLimits): CallLimits {
+    this.refresh();
+    return {
+      rate: Math.min(this.rateLimit, lim?.rate ?? Infinity),
+      concurrency: Math.min(this.concLimit, lim?.concurrency ?? Infinity),
+    };
+  }
+
+  /** The rate calls are paced at now: the limit, or lower while slowed. */
+  allowed(lim?: CallLimits): number {
+    return Math.min(this.limits(lim).rate, this.adaptive ?? Infinity);
+  }
+
+  countCall(now: number): void {
+    this.roll(now);
+    this.cur++;
+  }
+
+  /** Calls per second over about the last second. */
+  observedRate(now: number): number {
+    this.roll(now);
+    const frac = (now % 1000) / 1000;
+    return this.prev * (1 - frac) + this.cur;
+  }
+
+  private roll(now: number): void {
+    const b = Math.floor(now / 1000);
+    if (b === this.bucket) return;
+    this.prev = b === this.bucket + 1 ? this.cur : 0;
+    this.cur = 0;
+    this.bucket = b;
+  }
+
+  get throttled(): boolean {
+    return this.adaptive !== null;
+  }
+
+  idle(): boolean {
+    return this.inflight === 0 && this.queue.length === 0 && this.members.size === 0;
+  }
+}
+
+
+function bump(m: Map<number, number>, k: number, d: number): void {
+  const n = (m.get(k) ?? 0) + d;
+  if (n > 0) m.set(k, n);
+  else m.delete(k);
+}
