@@ -8,7 +8,8 @@ import { Cleanup } from "./cleanup.ts";
 import { runFailoverDrill } from "./drill.ts";
 import { formatReport } from "./report.ts";
 
-export { runFailoverDrill, DEFAULT_TIMINGS, type DrillTimings, type FailoverDrillOptions } from "./drill.ts";
+export { runFailoverDrill } from "./drill.ts";
+export { DEFAULT_TIMINGS, type DrillTimings, type FailoverDrillOptions } from "./settings.ts";
 export type { DrillReport } from "./report.ts";
 export { DRILL_HELP, parseDrillArgs } from "./args.ts";
 
