@@ -51,6 +51,10 @@ export interface Config {
    * raised back by successes.
    */
   hostLimits: { ratePerSec?: number; concurrency?: number; floorPerSec: number };
+  /** Pre-staging: due jobs are claimed this early and held by workers until due (0: off). */
+  prestageMs: number;
+  /** Worker slots (per worker process) that serve only jobs of at least this priority. */
+  reservedSlots?: { slots: number; minPriority: number };
 }
 
 export class ConfigError extends Error {
@@ -113,6 +117,15 @@ const ENV_SCHEMA = {
   SCHEDULER_INDEX_PREFIX: v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1 to 64 letters, digits, _ . : or -")),
   SCHEDULER_HOST_RATE: v.pipe(v.string(), v.regex(/^\d{1,7}(\.\d{1,6})?$/, "must be calls per second, a number like 5 or 0.5"), v.transform(Number), v.minValue(0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000")),
   SCHEDULER_HOST_CONCURRENCY: int(1, 10_000),
+  SCHEDULER_PRESTAGE: duration(0),
+  SCHEDULER_RESERVED_SLOTS: v.pipe(
+    v.string(),
+    v.regex(/^\s*\d{1,5}\s*:\s*-?\d{1,9}\s*$/, "must be SLOTS:MIN_PRIORITY, like 10:1 (10 worker slots only for jobs of priority 1 or more)"),
+    v.transform((s) => {
+      const [slots, min] = s.split(":").map((x) => Number(x.trim()));
+      return { slots: slots!, minPriority: min! };
+    }),
+  ),
   SCHEDULER_HOST_RATE_FLOOR: v.pipe(v.string(), v.regex(/^\d{1,7}(\.\d{1,6})?$/, "must be calls per second, a number like 0.5"), v.transform(Number), v.minValue(0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000")),
 } as const;
 
@@ -173,6 +186,13 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       throw new ConfigError(`SCHEDULER_TENANT_QUOTAS ${(err as Error).message}`);
     }
   }
+  const prestageMs = read(env, "SCHEDULER_PRESTAGE") ?? 0;
+  if (prestageMs > 60_000) throw new ConfigError(`SCHEDULER_PRESTAGE must be at most 60s: claimed jobs wait in workers' memory until due (got ${JSON.stringify(env.SCHEDULER_PRESTAGE)})`);
+  const workerConcurrency = read(env, "WORKER_CONCURRENCY") ?? 100;
+  const reservedSlots = read(env, "SCHEDULER_RESERVED_SLOTS");
+  if (reservedSlots && (reservedSlots.slots < 1 || reservedSlots.slots >= workerConcurrency)) {
+    throw new ConfigError(`SCHEDULER_RESERVED_SLOTS must reserve at least 1 and fewer than WORKER_CONCURRENCY (${workerConcurrency}) slots (got ${JSON.stringify(env.SCHEDULER_RESERVED_SLOTS)})`);
+  }
   return {
     mode: mode as Mode,
     port,
@@ -187,7 +207,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     autoFailover: read(env, "SCHEDULER_AUTO_FAILOVER") ?? true,
     tokens,
     signingKey,
-    workerConcurrency: read(env, "WORKER_CONCURRENCY") ?? 100,
+    workerConcurrency,
     allowPrivateTargets: read(env, "SCHEDULER_ALLOW_PRIVATE_TARGETS") ?? false,
     logLevel: read(env, "LOG_LEVEL") ?? "info",
     maxBodyBytes: read(env, "SCHEDULER_MAX_BODY_BYTES") ?? 10 * 1024 * 1024,
@@ -222,6 +242,8 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       concurrency: read(env, "SCHEDULER_HOST_CONCURRENCY"),
       floorPerSec: read(env, "SCHEDULER_HOST_RATE_FLOOR") ?? 0.5,
     },
+    prestageMs,
+    reservedSlots,
   };
 }
 

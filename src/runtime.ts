@@ -81,6 +81,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       db, owner, region: config.region, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, pollIntervalMs: config.pollIntervalMs,
       shutdownGraceMs: config.shutdownGraceMs, signingKey: config.signingKey, allowPrivateTargets: config.allowPrivateTargets,
       log, metrics, beforeStart: opts.beforeStart, hostLimits: config.hostLimits,
+      prestageMs: config.prestageMs, reservedSlots: config.reservedSlots,
     });
     await rt.worker.start();
   }
@@ -97,7 +98,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       skewMs: config.clockSkewMs, pollIntervalMs: config.pollIntervalMs, log, metrics,
       onQueued: () => rt.worker?.poke(),
       localWorker: rt.worker,
-      catchupPerSecond: config.catchupPerSecond,
+      catchupPerSecond: config.catchupPerSecond, prestageMs: config.prestageMs, reservedSlots: config.reservedSlots,
       index: rt.index,
       authority: rt.authority,
       flow: config.flow,

@@ -43,8 +43,10 @@ WITH lease AS (
 ), due AS (
   -- Driven by the ids (a join on the primary key): a filter on id = ANY(...) let the
   -- planner walk the (status, due_at) range of a whole herd for every claim.
+  -- $11: the pre-staging horizon (ms): jobs due that soon are claimed already; the worker
+  -- that gets one holds it until its due instant (and StartAttempts checks it again).
   SELECT j.id FROM unnest($8::uuid[]) AS x(id) JOIN jobs j ON j.id = x.id
-  WHERE j.status = 'scheduled' AND j.due_at <= now()
+  WHERE j.status = 'scheduled' AND j.due_at <= now() + make_interval(secs => $11::float8 / 1000)
     AND (j.expires_at IS NULL OR j.expires_at > now())
     AND (j.start_by IS NULL OR j.start_by > now() OR j.calls > 0)
     AND EXISTS (SELECT 1 FROM lease)
@@ -90,6 +92,11 @@ RETURNING j.id, j.tenant, j.schedule_id;
 -- name: CountQueued
 -- How many jobs wait for a worker, counted up to a cap (bounded, on the partial index).
 SELECT count(*) AS n FROM (SELECT 1 FROM jobs WHERE status = 'queued' LIMIT $1) q;
+
+-- name: CountQueuedAtLeast
+-- Queued jobs of at least priority $2 (the reserved class), up to a cap: on
+-- jobs_queued_priority, which is in priority order.
+SELECT count(*) AS n FROM (SELECT 1 FROM jobs WHERE status = 'queued' AND priority >= $2 LIMIT $1) q;
 
 -- name: NextDueAt
 SELECT due_at FROM jobs WHERE status = 'scheduled' AND due_at < 'infinity' ORDER BY due_at LIMIT 1;
@@ -143,14 +150,16 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT $2;
 
 -- name: DueCandidates
 -- For each tenant of $1 and each priority class: up to $2 of its oldest jobs that a claim
--- would take now. Candidates only: the claim checks everything again.
+-- would take now (or within the pre-staging horizon $3, ms). Candidates only: the claim
+-- checks everything again.
 SELECT c.id, c.tenant, c.priority, c.due_at, c.catchup FROM unnest($1::text[]) AS t(tenant)
 CROSS JOIN (VALUES (1), (0), (-1)) AS k(cls)
 CROSS JOIN LATERAL (
   SELECT id, tenant, priority, due_at,
     (catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) AS catchup
   FROM jobs
-  WHERE status = 'scheduled' AND tenant = t.tenant AND sign(priority) = k.cls AND due_at <= now()
+  WHERE status = 'scheduled' AND tenant = t.tenant AND sign(priority) = k.cls
+    AND due_at <= now() + make_interval(secs => $3::float8 / 1000)
     AND (expires_at IS NULL OR expires_at > now())
     AND (start_by IS NULL OR start_by > now() OR calls > 0)
   ORDER BY due_at
@@ -158,11 +167,12 @@ CROSS JOIN LATERAL (
 ) c;
 
 -- name: CandidatesByIds
--- The same facts for candidates named by the Redis index ($1), those a claim would take now.
+-- The same facts for candidates named by the Redis index ($1), those a claim would take now
+-- (or within the pre-staging horizon $2, ms).
 SELECT id, tenant, priority, due_at,
   (catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) AS catchup
 FROM jobs
-WHERE id = ANY($1::uuid[]) AND status = 'scheduled' AND due_at <= now()
+WHERE id = ANY($1::uuid[]) AND status = 'scheduled' AND due_at <= now() + make_interval(secs => $2::float8 / 1000)
   AND (expires_at IS NULL OR expires_at > now())
   AND (start_by IS NULL OR start_by > now() OR calls > 0);
 

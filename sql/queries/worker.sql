@@ -1,12 +1,15 @@
 -- name: ClaimQueued
 -- Takes queued jobs in dispatch order (then highest priority first), under a lease: owner +
--- a new generation.
+-- a new generation. $5: the pre-staging horizon (ms): a job due that soon is taken and held
+-- by the worker until its due instant (StartAttempts refuses it before then).
 WITH c AS (
   SELECT id FROM jobs
-  WHERE status = 'queued' AND due_at <= now() AND (expires_at IS NULL OR expires_at > now())
+  WHERE status = 'queued' AND due_at <= now() + make_interval(secs => $5::float8 / 1000) AND (expires_at IS NULL OR expires_at > now())
     AND (start_by IS NULL OR start_by > now() OR calls > 0)
     -- Workers outside the home region take nothing ($4: this worker's region).
     AND EXISTS (SELECT 1 FROM region_authority WHERE home_region = $4)
+    -- $6: reserved slots serve only jobs of at least this priority (null: any).
+    AND ($6::int IS NULL OR priority >= $6::int)
   ORDER BY queued_at, priority DESC, due_at
   LIMIT $2
   FOR UPDATE SKIP LOCKED

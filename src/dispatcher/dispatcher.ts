@@ -40,6 +40,13 @@ export interface DispatcherOptions {
   flow: PlannerSettings;
   /** Called when this process gains or loses the dispatch lease. */
   onLeadership?: (leading: boolean) => void;
+  /**
+   * Pre-staging: claim jobs this many ms before they are due, so a burst is in workers'
+   * hands at its due second. Workers hold each until its due instant; 0: off.
+   */
+  prestageMs?: number;
+  /** Worker slots that serve only jobs of at least minPriority (the workers' setting). */
+  reservedSlots?: { slots: number; minPriority: number };
 }
 
 /** What a claim is fenced by: the dispatch lease and the region authority's generation. */
@@ -54,6 +61,9 @@ export interface LocalWorker {
   /** Reserves up to n call slots; returns how many it got. */
   takeSlots(n: number): number;
   giveBack(n: number): void;
+  /** The same for the slots only the reserved class may use (after takeSlots). */
+  takeReservedSlots(n: number): number;
+  giveBackReserved(n: number): void;
   accept(jobs: JobRow[]): void;
 }
 
@@ -65,6 +75,8 @@ const TENANTS_PER_PASS = 64;
 /** Candidates sampled per slot to fill: room for the planner to choose. */
 const CANDIDATE_FACTOR = 4;
 const UPTAKE_WINDOW_MS = 250;
+/** Queued jobs the reserved class may have beyond the queue target (its own small lane). */
+const RESERVED_QUEUE = 16;
 
 /**
  * Finds due jobs and queues them for workers, while it holds the dispatch lease. Wakes on
@@ -83,8 +95,11 @@ export class Dispatcher extends PeriodicLoop<number> {
   /** The last claim left due work behind for quotas or rates. */
   private held = false;
 
+  private readonly prestageMs: number;
+
   constructor(private readonly o: DispatcherOptions) {
     super("dispatcher", o.log);
+    this.prestageMs = o.prestageMs ?? 0;
     this.elector = new LeaderElector({
       db: o.db, name: DISPATCH_LEASE, owner: o.owner, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, log: o.log,
       region: o.authority.region,
@@ -146,7 +161,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
     const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db)]);
     this.scheduleDueAt = fire?.getTime() ?? Infinity;
-    const untilNext = Math.min(next ? next.getTime() - Date.now() : Infinity, this.scheduleDueAt - Date.now());
+    const untilNext = Math.min(next ? next.getTime() - this.prestageMs - Date.now() : Infinity, this.scheduleDueAt - Date.now());
     // A due job that the claim did not see means our clock runs ahead of the database's, or
     // (with a Redis index) that the relay has not added it yet, or that the index missed it
     // and the reconciliation pass will claim it: wait a little rather than spin. The relay
@@ -176,7 +191,9 @@ export class Dispatcher extends PeriodicLoop<number> {
   /** Called on a NOTIFY (or by the index relay) about a schedule or job due at `atMs`. */
   noteDue(atMs: number): void {
     this.scheduleDueAt = Math.min(this.scheduleDueAt, atMs);
-    this.sleeper.wakeAt(atMs);
+    // A job (the payload does not say which) is claimed this early; an occurrence to
+    // generate at this instant is only woken early, harmlessly.
+    this.sleeper.wakeAt(atMs - this.prestageMs);
   }
 
   private async expire(): Promise<void> {
@@ -193,16 +210,29 @@ export class Dispatcher extends PeriodicLoop<number> {
     const { hold } = fence;
     const token = fencingToken(fence.generation, hold.epoch);
     const local = this.o.localWorker;
+    const rs = this.o.reservedSlots;
     const room = local ? local.takeSlots(this.o.batch) : 0;
-    let claimed: JobRow[];
+    const roomHigh = local && rs ? local.takeReservedSlots(this.o.batch - room) : 0;
+    let claimed: JobRow[] = [];
     let limit: number;
-    if (local && room > 0) {
-      limit = room;
+    if (local && room + roomHigh > 0) {
+      limit = room + roomHigh;
+      const direct = { hold, fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner };
       try {
-        claimed = await this.claimSome({ hold, fence, limit, token, ttlMs: this.o.leaseTtlMs, worker: local.owner });
-        if (claimed.length > 0) local.accept(claimed);
+        // The reserved slots first, for their class only; then the rest for anyone.
+        if (roomHigh > 0) {
+          const high = await this.claimSome({ ...direct, limit: roomHigh, minPriority: rs!.minPriority });
+          if (high.length > 0) local.accept(high);
+          claimed = high;
+        }
+        if (room > 0) {
+          const any = await this.claimSome({ ...direct, limit: room });
+          if (any.length > 0) local.accept(any);
+          claimed = claimed.concat(any);
+        }
       } finally {
         local.giveBack(room);
+        local.giveBackReserved(roomHigh);
       }
     } else {
       // For workers elsewhere. The queue is kept short: about half a second of what workers
@@ -213,11 +243,21 @@ export class Dispatcher extends PeriodicLoop<number> {
       const depth = await countQueued(this.o.db, cap);
       const target = this.queueTarget(depth, cap);
       const space = target - depth;
-      if (space <= 0) return { claimed: 0, full: false, capped: true };
-      limit = Math.min(this.o.batch, space);
+      let minPriority: number | undefined;
+      if (space > 0) {
+        limit = Math.min(this.o.batch, space);
+      } else {
+        // A full queue of other work must not keep the reserved class from its reserved
+        // slots: it has a small lane of its own beyond the target.
+        const high = rs ? await countQueued(this.o.db, RESERVED_QUEUE, rs.minPriority) : RESERVED_QUEUE;
+        if (high >= RESERVED_QUEUE) return { claimed: 0, full: false, capped: true };
+        limit = RESERVED_QUEUE - high;
+        minPriority = rs!.minPriority;
+      }
       // Queued jobs wait under a lease too; if no worker takes them in this long, the
       // reaper hands them back.
-      claimed = await this.claimSome({ hold, fence, limit, token, ttlMs: this.o.leaseTtlMs * 10 });
+      claimed = await this.claimSome({ hold, fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority });
+      if (minPriority !== undefined && claimed.length === 0) return { claimed: 0, full: false, capped: true };
       this.lastQueue = { at: performance.now(), depth: depth + claimed.length };
       if (claimed.length > 0) {
         await notifyQueued(this.o.db, claimed.length);
@@ -265,11 +305,12 @@ export class Dispatcher extends PeriodicLoop<number> {
    */
   private async claimSome(p: ClaimParams): Promise<JobRow[]> {
     const keeper = this.o.index;
-    const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR)) : null;
+    p = { ...p, horizonMs: this.prestageMs };
+    const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR), this.prestageMs) : null;
     if (!keeper || fromIndex === null) return this.claimPlanned(p, await this.sqlCandidates(p.limit));
-    const got = await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId)));
+    const got = await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.prestageMs));
     await keeper.settle(fromIndex, got);
-    if (got.length < p.limit && keeper.reconcileNow()) {
+    if (got.length < p.limit && p.minPriority === undefined && keeper.reconcileNow()) {
       // The safety net behind the index claims oldest first, without the planner: these
       // jobs are already late.
       const missed = await claimDue(this.o.db, { ...p, limit: p.limit - got.length, lateMs: RECONCILE_LATE_MS });
@@ -293,12 +334,13 @@ export class Dispatcher extends PeriodicLoop<number> {
     this.tenantCursor = tenants.length >= TENANTS_PER_PASS ? tenants.at(-1)! : "";
     if (tenants.length === 0) return [];
     const perClass = Math.min(limit, Math.max(16, Math.ceil((CANDIDATE_FACTOR * limit) / tenants.length)));
-    return dueCandidates(this.o.db, tenants, perClass);
+    return dueCandidates(this.o.db, tenants, perClass, this.prestageMs);
   }
 
   /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
   private async claimPlanned(p: ClaimParams, rows: CandidateRow[]): Promise<JobRow[]> {
     this.held = false;
+    if (p.minPriority !== undefined) rows = rows.filter((r) => r.priority >= p.minPriority!);
     if (rows.length === 0) return [];
     const candidates: Candidate[] = rows.map((r) => ({ id: r.id, tenant: r.tenant, priority: r.priority, dueMs: r.due_at.getTime(), catchup: r.catchup }));
     const inFlight = this.planner.hasTenantRunningQuota ? await tenantsInFlight(this.o.db, [...new Set(rows.map((r) => r.tenant))]) : new Map<string, number>();

@@ -140,10 +140,10 @@ export class IndexKeeper extends PeriodicLoop<void> {
   }
 
   /** Candidate due jobs from the index, or null when the dispatcher must use SQL this time. */
-  async candidates(limit: number): Promise<DueEntry[] | null> {
+  async candidates(limit: number, horizonMs = 0): Promise<DueEntry[] | null> {
     if (!this.usable) return null;
     try {
-      return await this.timed(() => this.o.index.dueList({ dueBy: Date.now(), limit }));
+      return await this.timed(() => this.o.index.dueList({ dueBy: Date.now() + horizonMs, limit }));
     } catch (err) {
       this.markDown("due_list", err);
       return null;

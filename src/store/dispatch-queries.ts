@@ -15,6 +15,10 @@ export interface ClaimParams {
   token: number;
   ttlMs: number;
   worker?: string;
+  /** Pre-staging: also claim jobs due within this many ms (held by the worker until due). */
+  horizonMs?: number;
+  /** Only jobs of at least this priority (for reserved worker slots). */
+  minPriority?: number;
 }
 
 /** `lateMs`: claim only jobs at least this late (the reconciliation pass behind the Redis index). */
@@ -24,7 +28,7 @@ export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number
 
 /** claimDue restricted to these job ids (candidates from the Redis index, validated here). */
 export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[] }) {
-  return db.query<JobRow>(sql("ClaimDueIds"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation]);
+  return db.query<JobRow>(sql("ClaimDueIds"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation, p.horizonMs ?? 0]);
 }
 
 export async function expireDue(db: Queryable, limit: number) {
@@ -43,8 +47,11 @@ export async function reapExpiredLeases(db: Queryable, p: { limit: number; skewM
   return db.query<{ id: string; was: string; in_call: boolean; now_status: string }>(sql("ReapExpiredLeases"), [p.limit, p.skewMs]);
 }
 
-export async function countQueued(db: Queryable, cap: number): Promise<number> {
-  return Number((await db.query<{ n: string }>(sql("CountQueued"), [cap]))[0]?.n ?? 0);
+export async function countQueued(db: Queryable, cap: number, minPriority?: number): Promise<number> {
+  const rows = minPriority === undefined
+    ? await db.query<{ n: string }>(sql("CountQueued"), [cap])
+    : await db.query<{ n: string }>(sql("CountQueuedAtLeast"), [cap, minPriority]);
+  return Number(rows[0]?.n ?? 0);
 }
 
 export async function expireMisfired(db: Queryable, limit: number) {
@@ -65,14 +72,14 @@ export async function scheduledTenants(db: Queryable, after: string, limit: numb
 }
 
 /** The oldest claimable jobs of each tenant and priority class, `perClass` at most each. */
-export async function dueCandidates(db: Queryable, tenants: string[], perClass: number): Promise<CandidateRow[]> {
+export async function dueCandidates(db: Queryable, tenants: string[], perClass: number, horizonMs = 0): Promise<CandidateRow[]> {
   if (tenants.length === 0) return [];
-  return db.query<CandidateRow>(sql("DueCandidates"), [tenants, perClass]);
+  return db.query<CandidateRow>(sql("DueCandidates"), [tenants, perClass, horizonMs]);
 }
 
-export async function candidatesByIds(db: Queryable, ids: string[]): Promise<CandidateRow[]> {
+export async function candidatesByIds(db: Queryable, ids: string[], horizonMs = 0): Promise<CandidateRow[]> {
   if (ids.length === 0) return [];
-  return db.query<CandidateRow>(sql("CandidatesByIds"), [ids]);
+  return db.query<CandidateRow>(sql("CandidatesByIds"), [ids, horizonMs]);
 }
 
 export async function tenantsInFlight(db: Queryable, tenants: string[]): Promise<Map<string, number>> {

@@ -5,8 +5,8 @@ import type { JobRow } from "./types.ts";
 export interface Claimed { id: string; gen: number }
 
 /** Takes queued jobs; nothing unless `region` holds the region authority. */
-export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number; region: string }): Promise<JobRow[]> {
-  return db.query<JobRow>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs, p.region]);
+export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number; region: string; horizonMs?: number; minPriority?: number }): Promise<JobRow[]> {
+  return db.query<JobRow>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs, p.region, p.horizonMs ?? 0, p.minPriority ?? null]);
 }
 
 /**

@@ -10,6 +10,7 @@ import { deliver, type DeliveryResult } from "./deliver.ts";
 import { HostLimiter, hostKey } from "./host-limiter.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_LEASE, ABORT_STOP } from "./abort-reasons.ts";
+import { DueGate } from "./due-gate.ts";
 
 export interface WorkerOptions {
   db: Db;
@@ -27,6 +28,10 @@ export interface WorkerOptions {
   metrics: Metrics;
   /** Per-target-host limits (calls per second, calls in flight) and the slowdown floor; absent: unlimited. */
   hostLimits?: { ratePerSec?: number; concurrency?: number; floorPerSec?: number };
+  /** Slots that serve only jobs of at least this priority (the rest serve any job). */
+  reservedSlots?: { slots: number; minPriority: number };
+  /** Pre-staging: also take queued jobs due this many ms from now, each held until due. */
+  prestageMs?: number;
   /** Test seam: runs between the claim and the pre-call check, to force races there. */
   beforeStart?: (jobs: JobRow[]) => Promise<void>;
 }
@@ -55,6 +60,8 @@ export class Worker {
   private readonly limiter: HostLimiter<InFlight>;
   /** Claimed jobs waiting in memory for their host to have room (in `inflight` too, for lease renewal). */
   private readonly held = new Set<string>();
+  /** Claimed jobs not due yet (pre-staged): they keep their call slot and wait for their instant. */
+  private readonly gate = new DueGate<InFlight>((fs) => this.handled(this.opened(fs)));
   private pumping = false;
   private pumpAgain = false;
   private pumpTimer: ReturnType<typeof setTimeout> | undefined;
@@ -92,6 +99,9 @@ export class Worker {
         // Waiting for its host: not called; given back (and so cancelled) by the next pump.
         f.abort.abort(ABORT_CANCEL);
         this.kick();
+      } else if (f && this.gate.remove(id)) {
+        // Waiting for its due instant: given back now, which ends it cancelled.
+        this.handled(this.returnHeld([f]));
       }
     });
     this.renewer.start();
@@ -116,8 +126,8 @@ export class Worker {
     await Promise.all(this.handoffs);
     clearInterval(this.sweepTimer);
     this.disarmPump();
-    // Jobs waiting for their host were never called: back to scheduled at once.
-    const waiting = this.limiter.drainHeld();
+    // Jobs waiting for their host or their due instant were never called: back to scheduled at once.
+    const waiting = [...this.limiter.drainHeld(), ...this.gate.drain()];
     if (waiting.length > 0) {
       try {
         await this.returnHeld(waiting);
@@ -147,9 +157,12 @@ export class Worker {
     let failures = 0;
     while (!this.stopping) {
       const free = this.takeSlots(MAX_CLAIM);
-      if (free > 0) {
+      const high = this.takeReservedSlots(MAX_CLAIM - free);
+      if (free + high > 0) {
         try {
-          const n = await this.runOnce(free);
+          // Reserved slots first: their class must not wait behind the general claim.
+          let n = high > 0 ? await this.runOnce(high, this.o.reservedSlots!.minPriority) : 0;
+          if (free > 0) n += await this.runOnce(free);
           failures = 0;
           if (n > 0) continue;
         } catch (err) {
@@ -159,6 +172,7 @@ export class Worker {
           continue;
         } finally {
           this.giveBack(free);
+          this.giveBackReserved(high);
         }
       }
       await this.sleeper.sleep(this.o.pollIntervalMs * (0.8 + Math.random() * 0.4));
@@ -169,15 +183,31 @@ export class Worker {
     return this.o.owner;
   }
 
+  /** Slots promised to claims under way (any job). */
   private reserved = 0;
+  /** Of those, the ones a claim for any priority holds (it may fill them with low-priority jobs). */
+  private reservedAny = 0;
 
   /**
-   * Room for more calls, not counting slots reserved by a claim under way. Jobs waiting for
-   * their host take none: they are few (a short wait each, a bounded number) and other
-   * hosts' jobs must not wait behind them.
+   * Room for more calls of any priority, not counting slots promised to a claim under way.
+   * Jobs waiting for their host take none: they are few (a short wait each, a bounded
+   * number) and other hosts' jobs must not wait behind them. With reserved slots, jobs below
+   * their class may fill only the others.
    */
   freeSlots(): number {
-    return this.stopping ? 0 : Math.max(0, this.o.concurrency - (this.inflight.size - this.held.size) - this.reserved);
+    if (this.stopping) return 0;
+    const total = this.o.concurrency - (this.inflight.size - this.held.size) - this.reserved;
+    const rs = this.o.reservedSlots;
+    if (!rs) return Math.max(0, total);
+    return Math.max(0, Math.min(total, this.o.concurrency - rs.slots - this.belowReserved() - this.reservedAny));
+  }
+
+  /** Calls (or jobs about to be called) below the reserved class. */
+  private belowReserved(): number {
+    const min = this.o.reservedSlots!.minPriority;
+    let n = 0;
+    for (const f of this.inflight.values()) if (f.job.priority < min && !this.held.has(f.job.id)) n++;
+    return n;
   }
 
   /**
@@ -187,10 +217,25 @@ export class Worker {
   takeSlots(n: number): number {
     const k = Math.min(n, this.freeSlots());
     this.reserved += k;
+    this.reservedAny += k;
     return k;
   }
 
   giveBack(n: number): void {
+    this.reserved -= n;
+    this.reservedAny -= n;
+  }
+
+  /** Room left only for the reserved class (after takeSlots took what any job may use). */
+  takeReservedSlots(n: number): number {
+    if (!this.o.reservedSlots || this.stopping) return 0;
+    const total = this.o.concurrency - (this.inflight.size - this.held.size) - this.reserved;
+    const k = Math.max(0, Math.min(n, total));
+    this.reserved += k;
+    return k;
+  }
+
+  giveBackReserved(n: number): void {
     this.reserved -= n;
   }
 
@@ -201,8 +246,8 @@ export class Worker {
   }
 
   /** One claim pass: returns how many jobs were claimed. */
-  async runOnce(limit: number): Promise<number> {
-    const claimed = await claimQueued(this.o.db, { owner: this.o.owner, limit, leaseTtlMs: this.o.leaseTtlMs, region: this.o.region });
+  async runOnce(limit: number, minPriority?: number): Promise<number> {
+    const claimed = await claimQueued(this.o.db, { owner: this.o.owner, limit, leaseTtlMs: this.o.leaseTtlMs, region: this.o.region, horizonMs: this.o.prestageMs, minPriority });
     if (claimed.length === 0) return 0;
     this.reserve(claimed);
     await this.startClaimed(claimed);
@@ -228,6 +273,29 @@ export class Worker {
   private async startClaimed(claimed: JobRow[]): Promise<void> {
     try {
       await this.o.beforeStart?.(claimed);
+    } catch (err) {
+      for (const job of claimed) this.inflight.delete(job.id);
+      throw err;
+    }
+    const now = Date.now();
+    const open: InFlight[] = [];
+    for (const job of claimed) {
+      const f = this.inflight.get(job.id);
+      if (!f) continue;
+      if (job.due_at.getTime() >= now) this.gate.hold(job.id, job.due_at, f);
+      else open.push(f);
+    }
+    await this.opened(open);
+  }
+
+  /** Jobs whose due instant has come: ask their host for room, then the pre-call check and the call. */
+  private async opened(fs: InFlight[]): Promise<void> {
+    // Cancelled or lease lost while waiting for the instant: not called.
+    const gone = fs.filter((f) => f.abort.signal.aborted);
+    if (gone.length > 0) await this.returnHeld(gone);
+    const claimed = fs.filter((f) => !f.abort.signal.aborted).map((f) => f.job);
+    if (claimed.length === 0) return;
+    try {
       const now = Date.now();
       const deferred: { id: string; gen: number; dueAt: Date }[] = [];
       const ready: InFlight[] = [];

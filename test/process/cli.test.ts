@@ -31,6 +31,9 @@ describe("command line", () => {
     [{ SCHEDULER_LEASE_TTL: "soon" }, "SCHEDULER_LEASE_TTL"],
     [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
     [{ UPSTASH_REDIS_REST_URL: "https://x.upstash.io" }, "UPSTASH_REDIS_REST_TOKEN"],
+    [{ SCHEDULER_PRESTAGE: "2m" }, "SCHEDULER_PRESTAGE"],
+    [{ SCHEDULER_RESERVED_SLOTS: "many" }, "SCHEDULER_RESERVED_SLOTS"],
+    [{ SCHEDULER_RESERVED_SLOTS: "100:1", WORKER_CONCURRENCY: "100" }, "SCHEDULER_RESERVED_SLOTS"],
   ] as [Record<string, string>, string][])("bad configuration %p exits non-zero with one line naming %s", (env, name) => {
     const r = run([], env);
     expect(r.code).not.toBe(0);
