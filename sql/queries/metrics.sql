@@ -2,9 +2,16 @@
 SELECT status, count(*) AS n FROM jobs GROUP BY status;
 
 -- name: DueBacklog
--- Due but not yet dispatched, and the age of the oldest such job.
-SELECT count(*) AS n, extract(epoch FROM now() - min(due_at)) AS oldest_age_s
+-- Due but not yet dispatched, how many of them by more than $1 ms (overdue), and the age of
+-- the oldest such job.
+SELECT count(*) AS n,
+  count(*) FILTER (WHERE due_at <= now() - make_interval(secs => $1::float8 / 1000)) AS overdue,
+  extract(epoch FROM now() - min(due_at)) AS oldest_age_s
 FROM jobs WHERE status = 'scheduled' AND due_at <= now();
+
+-- name: DlqOldest
+-- When the oldest dead job died (the dead letters waiting longest for attention).
+SELECT extract(epoch FROM now() - min(finished_at)) AS age_s FROM jobs WHERE status = 'dead';
 
 -- name: DueBacklogByTenant
 -- The $1 tenants with the most due, undispatched jobs (a bounded label set for metrics),

@@ -304,6 +304,14 @@ export class Dispatcher extends PeriodicLoop<number> {
    * configured, Redis down, not yet rebuilt), discovery is the SQL scan.
    */
   private async claimSome(p: ClaimParams): Promise<JobRow[]> {
+    const t0 = performance.now();
+    const got = await this.discoverAndClaim(p);
+    const s = (performance.now() - t0) / 1000;
+    for (let i = 0; i < got.length; i++) this.o.metrics.dispatchLag.observe(s);
+    return got;
+  }
+
+  private async discoverAndClaim(p: ClaimParams): Promise<JobRow[]> {
     const keeper = this.o.index;
     p = { ...p, horizonMs: this.prestageMs };
     const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR), this.prestageMs) : null;
@@ -359,6 +367,7 @@ export class Dispatcher extends PeriodicLoop<number> {
 
   private onLeadership(hold: LeaseHold | undefined): void {
     this.o.metrics.authorityEpoch.set(hold ? fencingToken(this.o.authority.current?.generation ?? 0, hold.epoch) : 0);
+    this.o.metrics.dispatchLeader.set(hold ? 1 : 0);
     if (hold) this.poke();
     this.o.onLeadership?.(hold !== undefined);
     const keeper = this.o.index;

@@ -12,6 +12,9 @@ export class Metrics {
   readonly registry = new client.Registry();
   readonly deliveries = new client.Counter({ name: "scheduler_deliveries_total", help: "Webhook calls by classified outcome", labelNames: ["outcome"], registers: [this.registry] });
   readonly schedulingLag = new client.Histogram({ name: "scheduler_scheduling_lag_seconds", help: "Due instant to dispatcher claim", buckets: LAG_BUCKETS, registers: [this.registry] });
+  readonly dispatchLag = new client.Histogram({ name: "scheduler_dispatch_lag_seconds", help: "Dispatcher: start of due discovery to the claim committed (the job queued or handed to a worker)", buckets: LAG_BUCKETS, registers: [this.registry] });
+  readonly retries = new client.Counter({ name: "scheduler_retries_total", help: "Failed calls scheduled for another try, by failure class (throttled, transient, unknown)", labelNames: ["class"], registers: [this.registry] });
+  readonly dispatchLeader = new client.Gauge({ name: "scheduler_dispatch_leader", help: "1 while this process holds the dispatch lease (the dispatch leader of its region), else 0", registers: [this.registry] });
   readonly startLag = new client.Histogram({ name: "scheduler_start_lag_seconds", help: "Due instant of an attempt to its call start", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly queueWait = new client.Histogram({ name: "scheduler_queue_wait_seconds", help: "Dispatcher claim to call start", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly executionDuration = new client.Histogram({ name: "scheduler_execution_duration_seconds", help: "Call start to answer", buckets: LAG_BUCKETS, registers: [this.registry] });

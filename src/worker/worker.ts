@@ -454,7 +454,8 @@ export class Worker {
 
   private async call(f: InFlight, attemptId: string, number: number, catchup: boolean): Promise<void> {
     const { job } = f;
-    const log = this.o.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId });
+    // The fencing token the call carries: which leader and region generation sent it.
+    const log = this.o.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId, epoch: job.epoch === null ? null : Number(job.epoch) });
     const startMs = Date.now();
     if (job.queued_at) this.o.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
     this.o.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
@@ -490,6 +491,7 @@ export class Worker {
     }
     if (next.status === "succeeded") this.o.metrics.endToEnd.observe(Math.max(0, (now - job.scheduled_for.getTime()) / 1000));
     if (next.status === "dead") this.o.metrics.dlqIngress.inc();
+    if (next.status === "scheduled" && r.outcome !== "success") this.o.metrics.retries.inc({ class: r.outcome });
     if (r.outcome === "success") log.info(fields, "delivered");
     else log.warn({ ...fields, error: next.error, retry_in_ms: next.delayMs }, "delivery failed");
   }
