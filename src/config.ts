@@ -51,6 +51,8 @@ export interface Config {
    * raised back by successes.
    */
   hostLimits: { ratePerSec?: number; concurrency?: number; floorPerSec: number };
+  /** How often an api process samples backlog and throughput for the dashboard's charts. */
+  statsIntervalMs: number;
   /** Pre-staging: due jobs are claimed this early and held by workers until due (0: off). */
   prestageMs: number;
   /** Worker slots (per worker process) that serve only jobs of at least this priority. */
@@ -118,6 +120,7 @@ const ENV_SCHEMA = {
   SCHEDULER_HOST_RATE: v.pipe(v.string(), v.regex(/^\d{1,7}(\.\d{1,6})?$/, "must be calls per second, a number like 5 or 0.5"), v.transform(Number), v.minValue(0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000")),
   SCHEDULER_HOST_CONCURRENCY: int(1, 10_000),
   SCHEDULER_PRESTAGE: duration(0),
+  SCHEDULER_STATS_INTERVAL: duration(100),
   SCHEDULER_RESERVED_SLOTS: v.pipe(
     v.string(),
     v.regex(/^\s*\d{1,5}\s*:\s*-?\d{1,9}\s*$/, "must be SLOTS:MIN_PRIORITY, like 10:1 (10 worker slots only for jobs of priority 1 or more)"),
@@ -244,6 +247,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     },
     prestageMs,
     reservedSlots,
+    statsIntervalMs: read(env, "SCHEDULER_STATS_INTERVAL") ?? 10_000,
   };
 }
 

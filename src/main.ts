@@ -12,6 +12,7 @@ import { openDb } from "./store/open.ts";
 import { hostname, userInfo } from "node:os";
 import { AuthorityMoveRefused, moveAuthority } from "./store/authority.ts";
 import { drillMain } from "./region/drill/index.ts";
+import { fetchStats, renderStatus, StatusError, verdict } from "./obs/status-screen.ts";
 
 const HELP = `scheduler ${pkg.version} — durable scheduler for HTTP webhook jobs
 
@@ -23,6 +24,8 @@ Usage:
                              move the region authority (fenced: generation + 1, audited)
   scheduler drill failover [--jobs=N] [--sync] [--json=FILE]
                              a real local failover drill; exit 0 only if nothing was lost or duplicated
+  scheduler status [--url=http://host:8080] [--token=T] [--json]
+                             health on one screen (exit 1 when something needs attention)
   scheduler --help | --version
 
 Examples:
@@ -32,6 +35,7 @@ Examples:
   DATABASE_URL=postgres://localhost/sched scheduler migrate
   DATABASE_URL=postgres://… scheduler failover --to=fra --reason="iad is down"
   scheduler drill failover --jobs=200 --sync --json=drill.json
+  SCHEDULER_TOKEN=… scheduler status --url=https://sched.fly.dev
 
   curl -X POST localhost:8080/v1/jobs -H 'content-type: application/json' \\
     -d '{"target":{"url":"https://example.com/hook","body":{"hello":"world"}},"delay":"30s"}'
@@ -69,6 +73,9 @@ async function main(argv: string[]): Promise<void> {
         region: { type: "string" },
         to: { type: "string" },
         reason: { type: "string" },
+        url: { type: "string" },
+        token: { type: "string" },
+        json: { type: "boolean" },
         help: { type: "boolean", short: "h" },
         version: { type: "boolean", short: "v" },
       },
@@ -84,6 +91,18 @@ async function main(argv: string[]): Promise<void> {
   if (values.version) {
     process.stdout.write(`${pkg.version}\n`);
     return;
+  }
+  if (positionals.join(" ") === "status") {
+    // Talks to a running scheduler's API: no database settings needed here.
+    const url = values.url ?? process.env.SCHEDULER_URL ?? `http://127.0.0.1:${process.env.PORT ?? 8080}`;
+    try {
+      const stats = await fetchStats(url, values.token ?? process.env.SCHEDULER_TOKEN);
+      process.stdout.write(values.json ? `${JSON.stringify(stats, null, 2)}\n` : renderStatus(url, stats));
+      process.exit(verdict(stats).length === 0 ? 0 : 1);
+    } catch (err) {
+      if (err instanceof StatusError) fail(err.message);
+      throw err;
+    }
   }
   let config;
   try {

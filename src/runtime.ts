@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import type { Config } from "./config.ts";
 import { createApp } from "./api/app.ts";
+import { StatsHistory } from "./obs/stats-history.ts";
 import { serve } from "./api/server.ts";
 import { Dispatcher } from "./dispatcher/dispatcher.ts";
 import { IndexKeeper } from "./index/index-keeper.ts";
@@ -26,6 +27,8 @@ export interface Runtime {
   index?: IndexKeeper;
   authority?: RegionAuthority;
   worker?: Worker;
+  /** Backlog and throughput samples for the dashboard (api mode). */
+  history?: StatsHistory;
   server?: ReturnType<typeof serve>;
   /** The address the HTTP server listens on, e.g. http://127.0.0.1:8080. */
   url?: string;
@@ -113,7 +116,12 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   if ((want("dispatcher") || want("worker")) && home !== config.region) {
     log.info({ home_region: home }, "standby region: not dispatching or executing while the home region holds the authority");
   }
-  const app = createApp({ db, config, metrics, log, serveApi: want("api"), authority: rt.authority });
+  if (want("api")) {
+    // 10 s samples for an hour: the dashboard's charts.
+    rt.history = new StatsHistory({ db, log, intervalMs: config.statsIntervalMs, keep: Math.ceil(3_600_000 / config.statsIntervalMs) });
+    rt.history.start();
+  }
+  const app = createApp({ db, config, metrics, log, serveApi: want("api"), authority: rt.authority, history: rt.history });
   rt.server = serve(app, { host: config.host, port: config.port });
   rt.url = `http://${config.host === "0.0.0.0" ? "127.0.0.1" : config.host}:${rt.server.port}`;
   if (want("api") && config.tokens.length === 0) {
@@ -129,6 +137,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       // database close whatever happened to the HTTP server or the dispatcher.
       const steps: [string, () => Promise<unknown> | undefined][] = [
         ["http server", () => rt.server?.stop()],
+        ["stats history", () => rt.history?.stop()],
         ["dispatcher", () => rt.dispatcher?.end()],
         ["due index", () => rt.index?.close()],
         ["region authority", () => rt.authority?.end()],

@@ -10,6 +10,8 @@ import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
 import { schedulesRoutes } from "./schedules-routes.ts";
 import { clusterRoutes } from "./cluster-routes.ts";
+import { statsRoutes } from "./stats-routes.ts";
+import type { StatsHistory } from "../obs/stats-history.ts";
 import type { RegionAuthority } from "../region/authority.ts";
 
 export interface AppDeps {
@@ -21,6 +23,8 @@ export interface AppDeps {
   serveApi: boolean;
   /** Where home is now (it moves on failover); without, HOME_REGION from the configuration. */
   authority?: RegionAuthority;
+  /** Samples for GET /v1/stats's history (api mode). */
+  history?: StatsHistory;
 }
 
 /** Writes every region serves: moving the authority must work while the home region is down. */
@@ -69,6 +73,7 @@ export function createApp(deps: AppDeps) {
     app.route("/v1", clusterRoutes({ db, config }));
     app.route("/v1", jobsRoutes({ db, config }));
     app.route("/v1", schedulesRoutes({ db, config }));
+    app.route("/v1", statsRoutes({ db, config, history: deps.history }));
   }
   return app;
 }
