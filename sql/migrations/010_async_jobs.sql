@@ -17,5 +17,8 @@ ALTER TABLE jobs ALTER COLUMN lease_key SET DEFAULT gen_random_uuid();
 ALTER TABLE jobs ADD COLUMN checkpoint text;
 ALTER TABLE jobs ADD COLUMN deadline_at timestamptz;
 
+-- Schedules: their occurrences are async jobs when the schedule says so.
+ALTER TABLE schedules ADD COLUMN async boolean NOT NULL DEFAULT false;
+
 -- The reaper's execution-ceiling sweep looks only at running attempts that have one.
 CREATE INDEX jobs_deadline_at ON jobs (deadline_at) WHERE status = 'running' AND deadline_at IS NOT NULL;

@@ -117,6 +117,13 @@ export const JobInputSchema = v.strictObject({
 
 export type JobInput = v.InferOutput<typeof JobInputSchema>;
 
+/** timeout up to 7 days is an async job's execution ceiling; a synchronous call gets at most 1 h. */
+export function checkTimeout(isAsync: boolean, timeoutMs: number | undefined, path: string): void {
+  if (!isAsync && timeoutMs !== undefined && timeoutMs > MAX_SYNC_TIMEOUT_MS) {
+    throw badRequest(`timeout must be at most ${MAX_SYNC_TIMEOUT_MS} ms (1h) for a synchronous job; an async job's may be up to 7 days`, path);
+  }
+}
+
 /** valibot issues → our 400 with the field path, like "target.url". */
 export function parseOrThrow<S extends v.GenericSchema>(schema: S, data: unknown, prefix = ""): v.InferOutput<S> {
   const r = v.safeParse(schema, data);

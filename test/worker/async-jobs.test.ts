@@ -220,6 +220,24 @@ for (const driver of DRIVERS) {
       expect((await job(j.id)).attempt_log.map((a: any) => a.outcome)).toEqual(["failed", "success"]);
     });
 
+    test("a schedule with async: true makes async occurrences (lease token, callback completion)", async () => {
+      const sync = await api(rt, "POST", "/v1/schedules", { cron: "0 9 * * *", target: { url: `${target.url}/x` }, timeout: "2h" });
+      expect(sync.status).toBe(400);
+      expect(sync.body.error.path).toBe("timeout");
+      const s = await api(rt, "POST", "/v1/schedules", { id: `async-${driver}`, cron: "* * * * * *", target: { url: `${target.url}/sched` }, async: true, timeout: "2h" });
+      expect(s.status).toBe(201);
+      expect(s.body).toMatchObject({ async: true, timeout: "2h" });
+      try {
+        const call = await nthCall("/sched", 1, 5000);
+        const id = call.headers["webhook-id"]!;
+        const occ = await accepted(id);
+        expect(occ).toMatchObject({ schedule_id: `async-${driver}`, async: true });
+        expect((await complete(id, { lease_token: tokenOf(call), outcome: "succeeded" })).body.status).toBe("succeeded");
+      } finally {
+        expect((await api(rt, "DELETE", `/v1/schedules/async-${driver}`)).status).toBe(200);
+      }
+    });
+
     test("validation: async allows a timeout up to 7 days, sync keeps 1 h; a sync job has no lease routes", async () => {
       const bad = await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/x` }, timeout: "2h", delay: "1h" });
       expect(bad.status).toBe(400);
