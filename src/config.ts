@@ -31,6 +31,12 @@ export interface Config {
   dispatchBatch: number;
   /** How long a worker's claim lasts without renewal. */
   leaseTtlMs: number;
+  /**
+   * Async jobs: how long an accepted job stays running without a heartbeat from its target
+   * (each heartbeat extends it by this much); past it (plus the clock-skew margin) the reaper
+   * runs the job again.
+   */
+  asyncLeaseMs: number;
   /** How long the dispatcher leadership lease lasts without renewal. */
   leaderTtlMs: number;
   /** Extra wait before trusting another node's expired lease: clocks disagree a little. */
@@ -100,6 +106,7 @@ const ENV_SCHEMA = {
   SCHEDULER_DISPATCH_BATCH: int(1, 10_000),
   SCHEDULER_LEASE_TTL: duration(1000),
   SCHEDULER_LEADER_TTL: duration(1000),
+  SCHEDULER_ASYNC_LEASE: duration(1000),
   SCHEDULER_CLOCK_SKEW: duration(0),
   SCHEDULER_POLL_INTERVAL: duration(10),
   SCHEDULER_SHUTDOWN_GRACE: duration(0),
@@ -216,6 +223,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     maxBodyBytes: read(env, "SCHEDULER_MAX_BODY_BYTES") ?? 10 * 1024 * 1024,
     dispatchBatch: read(env, "SCHEDULER_DISPATCH_BATCH") ?? 500,
     leaseTtlMs,
+    asyncLeaseMs: read(env, "SCHEDULER_ASYNC_LEASE") ?? 300_000,
     leaderTtlMs: read(env, "SCHEDULER_LEADER_TTL") ?? 10_000,
     clockSkewMs: read(env, "SCHEDULER_CLOCK_SKEW") ?? 2_000,
     pollIntervalMs: read(env, "SCHEDULER_POLL_INTERVAL") ?? 1_000,

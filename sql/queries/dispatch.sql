@@ -107,7 +107,8 @@ SELECT pg_notify('scheduler_queued', $1::text);
 -- name: ReapExpiredLeases
 -- Queued or running rows whose lease passed (plus the clock-skew margin) go back to
 -- scheduled. A call that was in flight (an open attempt) is recorded as lost and counts as
--- a try; a job claimed but never called costs nothing.
+-- a try; a job claimed but never called costs nothing. An accepted async job whose target
+-- stopped heartbeating is the same case (its attempt stays open until the target reports).
 WITH r AS (
   SELECT j.id, j.status,
     EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = j.id AND a.outcome IS NULL) AS in_call
@@ -122,7 +123,7 @@ WITH r AS (
       WHEN r.in_call AND j.tries + 1 >= j.max_attempts THEN 'dead'
       ELSE 'scheduled' END,
     tries = j.tries + CASE WHEN r.in_call THEN 1 ELSE 0 END,
-    lease_owner = NULL, lease_until = NULL, updated_at = now(),
+    lease_owner = NULL, lease_until = NULL, deadline_at = NULL, updated_at = now(),
     finished_at = CASE WHEN j.cancel_requested OR (r.in_call AND j.tries + 1 >= j.max_attempts) THEN now() END,
     dead_reason = CASE WHEN NOT j.cancel_requested AND r.in_call AND j.tries + 1 >= j.max_attempts THEN 'lease_lost' ELSE j.dead_reason END,
     last_error = CASE WHEN r.in_call

@@ -12,6 +12,7 @@ import { schedulesRoutes } from "./schedules-routes.ts";
 import { clusterRoutes } from "./cluster-routes.ts";
 import { statsRoutes } from "./stats-routes.ts";
 import type { StatsHistory } from "../obs/stats-history.ts";
+import { asyncRoutes, LEASE_ROUTE } from "./async-routes.ts";
 import type { RegionAuthority } from "../region/authority.ts";
 
 export interface AppDeps {
@@ -61,7 +62,10 @@ export function createApp(deps: AppDeps) {
         onError: (c) => errorResponse(c, new ApiError(413, "payload_too_large", `request bodies may be at most ${config.maxBodyBytes} bytes (SCHEDULER_MAX_BODY_BYTES)`)),
       }),
     );
-    app.use("/v1/*", authenticate(config.tokens));
+    const auth = authenticate(config.tokens);
+    // An async job's target is not an API user: its lease token (checked by the route) is
+    // its credential. The home-region check below still applies: these are writes.
+    app.use("/v1/*", (c, next) => (LEASE_ROUTE.test(c.req.path) ? next() : auth(c, next)));
     // Only the home region writes; Fly's proxy replays the request there.
     app.use("/v1/*", async (c, next) => {
       const home = deps.authority?.current?.homeRegion ?? config.homeRegion;
@@ -71,6 +75,7 @@ export function createApp(deps: AppDeps) {
       return next();
     });
     app.route("/v1", clusterRoutes({ db, config }));
+    app.route("/v1", asyncRoutes({ db, config, metrics, log }));
     app.route("/v1", jobsRoutes({ db, config }));
     app.route("/v1", schedulesRoutes({ db, config }));
     app.route("/v1", statsRoutes({ db, config, history: deps.history }));

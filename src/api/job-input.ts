@@ -12,6 +12,9 @@ const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] as 
 // Headers the scheduler sets itself, or that fetch computes; a job may not override them.
 const RESERVED_HEADER = /^(host|content-length|transfer-encoding|connection|upgrade|te|trailer|keep-alive|webhook-id|webhook-timestamp|webhook-signature|idempotency-key|scheduler-.*)$/i;
 const MAX_DURATION_MS = 366 * 86_400_000;
+/** timeout is a per-call limit for synchronous jobs, an execution ceiling for async ones. */
+export const MAX_SYNC_TIMEOUT_MS = 3_600_000;
+export const MAX_ASYNC_TIMEOUT_MS = 7 * 86_400_000;
 
 export const durationField = (max: number) =>
   v.pipe(
@@ -104,7 +107,7 @@ export const JobInputSchema = v.strictObject({
   )),
   priority: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(-1000, "must be at least -1000"), v.maxValue(1000, "must be at most 1000")), 0),
   retry: v.optional(RetrySchema, {}),
-  timeout: v.optional(durationField(3_600_000)),
+  timeout: v.optional(durationField(MAX_ASYNC_TIMEOUT_MS)),
   expires_at: v.optional(instantField),
   window: v.optional(durationField(86_400_000), 0),
   async: v.optional(v.boolean("must be true or false"), false),
@@ -113,6 +116,13 @@ export const JobInputSchema = v.strictObject({
 });
 
 export type JobInput = v.InferOutput<typeof JobInputSchema>;
+
+/** timeout up to 7 days is an async job's execution ceiling; a synchronous call gets at most 1 h. */
+export function checkTimeout(isAsync: boolean, timeoutMs: number | undefined, path: string): void {
+  if (!isAsync && timeoutMs !== undefined && timeoutMs > MAX_SYNC_TIMEOUT_MS) {
+    throw badRequest(`timeout must be at most ${MAX_SYNC_TIMEOUT_MS} ms (1h) for a synchronous job; an async job's may be up to 7 days`, path);
+  }
+}
 
 /** valibot issues → our 400 with the field path, like "target.url". */
 export function parseOrThrow<S extends v.GenericSchema>(schema: S, data: unknown, prefix = ""): v.InferOutput<S> {

@@ -44,6 +44,8 @@ export function jobView(j: JobRow, attempts?: AttemptRow[]) {
     window: formatDuration(Number(j.window_ms)),
     host_limits: hostLimitsView(j.host_limits),
     async: j.async,
+    // Async jobs: the last checkpoint their target stored (sent back to the next attempt).
+    ...(j.async ? { checkpoint: j.checkpoint === null ? null : JSON.parse(j.checkpoint) } : {}),
     cancel_requested: j.cancel_requested,
     epoch: j.epoch === null ? null : Number(j.epoch),
     dead_reason: j.dead_reason,

@@ -6,7 +6,7 @@ import { cancelJob, getJob, insertJobs, listAttempts, listJobs, rescheduleJob, t
 import { JOB_STATUSES, TERMINAL } from "../store/types.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
 import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
-import { instantField, JobInputSchema, parseOrThrow, requestHash, toHostLimits, toTarget } from "./job-input.ts";
+import { checkTimeout, instantField, JobInputSchema, parseOrThrow, requestHash, toHostLimits, toTarget } from "./job-input.ts";
 import { jobView } from "./job-view.ts";
 import { IF_VERSION, queryInt as int, readJson, REASON } from "./request.ts";
 import { checkTarget } from "./target-check.ts";
@@ -31,7 +31,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const input = parseOrThrow(JobInputSchema, raw, prefix);
     const at = (f: string) => (prefix ? `${prefix}.${f}` : f);
     if (input.run_at && input.delay !== undefined) throw badRequest("give run_at or delay, not both", at("delay"));
-    if (input.async) throw new ApiError(400, "unsupported", "async jobs (completed by callback) are not available in this version; omit async", at("async"));
+    checkTimeout(input.async, input.timeout, at("timeout"));
     const target = toTarget(input.target, prefix);
     if (!config.allowPrivateTargets) await checkTarget(target.url, at("target.url"), dns);
     const now = Date.now();

@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import { CronRule, CronRuleError } from "../time/cron-rule.ts";
 import { badRequest } from "./errors.ts";
-import { durationField, HostLimitsSchema, instantField, RetrySchema, TargetSchema } from "./job-input.ts";
+import { durationField, HostLimitsSchema, instantField, MAX_ASYNC_TIMEOUT_MS, RetrySchema, TargetSchema } from "./job-input.ts";
 
 const DAY = 86_400_000;
 
@@ -13,7 +13,7 @@ const fields = {
   timezone: v.pipe(v.string("must be an IANA time zone like America/New_York"), v.maxLength(64, "must be at most 64 characters")),
   target: TargetSchema,
   retry: RetrySchema,
-  timeout: durationField(3_600_000),
+  timeout: durationField(MAX_ASYNC_TIMEOUT_MS),
   priority: v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(-1000, "must be at least -1000"), v.maxValue(1000, "must be at most 1000")),
   misfire: v.picklist(["skip", "fire_once", "fire_all"], "must be skip, fire_once or fire_all"),
   misfire_grace: v.nullable(durationField(7 * DAY)),
@@ -29,6 +29,7 @@ const fields = {
   start_at: v.nullable(instantField),
   end_at: v.nullable(instantField),
   host_limits: HostLimitsSchema,
+  async: v.boolean("must be true or false"),
 };
 
 const optionalAll = <T extends Record<string, v.GenericSchema>>(o: T) =>

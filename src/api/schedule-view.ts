@@ -25,6 +25,7 @@ export function scheduleView(s: ScheduleRow, rule: CronRule | null) {
     max_queued: s.max_queued,
     window: dur(s.window_ms),
     host_limits: hostLimitsView(s.host_limits),
+    async: s.async ?? false,
     paused: s.paused,
     paused_reason: s.paused_reason,
     start_at: iso(s.start_at),

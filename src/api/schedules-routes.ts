@@ -5,7 +5,7 @@ import { insertAudit, insertJobs } from "../store/jobs.ts";
 import { deleteSchedule, fieldsOf, getSchedule, insertSchedule, listSchedules, updateSchedule, type ScheduleFields, type ScheduleRow } from "../store/schedules.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
 import { badRequest, conflict, notFound } from "./errors.ts";
-import { parseOrThrow, toHostLimits, toTarget } from "./job-input.ts";
+import { checkTimeout, parseOrThrow, toHostLimits, toTarget } from "./job-input.ts";
 import { jobView } from "./job-view.ts";
 import { IF_VERSION, queryInt, readJson, REASON } from "./request.ts";
 import { firstFire, ruleOrThrow, SCHEDULE_ID, ScheduleCreateSchema, SchedulePatchSchema } from "./schedule-input.ts";
@@ -50,6 +50,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const rule = rowRule(f);
     if (f.start_at && f.end_at && f.end_at.getTime() <= f.start_at.getTime()) throw badRequest("end_at must be after start_at", "end_at");
     if (f.backoff_max_ms < f.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", "retry.max");
+    checkTimeout(f.async ?? false, f.timeout_ms, "timeout");
     if (!config.allowPrivateTargets) await checkTarget(f.target.url, "target.url", new Map());
     return rule;
   };
@@ -83,6 +84,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       end_at: body.end_at ?? null,
       next_fire_at: null,
       host_limits: toHostLimits(body.host_limits),
+      async: body.async ?? false,
     };
     const rule = await validate(fields);
     fields.next_fire_at = firstFire(rule, Date.now(), fields.start_at, fields.end_at);
@@ -169,10 +171,12 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
         start_at: body.start_at !== undefined ? body.start_at : f.start_at,
         end_at: body.end_at !== undefined ? body.end_at : f.end_at,
         host_limits: body.host_limits !== undefined ? toHostLimits(body.host_limits) : f.host_limits,
+        async: body.async ?? f.async,
       };
       const rule = rowRule(next);
       if (next.start_at && next.end_at && next.end_at.getTime() <= next.start_at.getTime()) throw badRequest("end_at must be after start_at", "end_at");
       if (next.backoff_max_ms < next.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", "retry.max");
+      checkTimeout(next.async ?? false, next.timeout_ms, "timeout");
       const ruleChanged = next.cron !== f.cron || next.timezone !== f.timezone || next.dst_gap !== f.dst_gap || next.dst_fold !== f.dst_fold;
       const boundsChanged = next.start_at?.getTime() !== f.start_at?.getTime() || next.end_at?.getTime() !== f.end_at?.getTime();
       if (ruleChanged || f.next_fire_at === null) {
@@ -242,7 +246,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       idempotency_key: `${s.id}@${now.toISOString()}`, request_hash: null, schedule_id: s.id, nominal_time: now,
       target: s.target, max_attempts: s.max_attempts, backoff_base_ms: Number(s.backoff_base_ms),
       backoff_max_ms: Number(s.backoff_max_ms), timeout_ms: Number(s.timeout_ms), expires_at: null,
-      window_ms: 0, async: false, host_limits: s.host_limits ?? null,
+      window_ms: 0, async: s.async ?? false, host_limits: s.host_limits ?? null,
     }]);
     await insertAudit(db, { actor: principal(c).actor, tenant: s.tenant, action: "schedule.triggered", objectId: s.id, reason: body.reason ?? null, details: { job_id: r.job.id } });
     return c.json(jobView(r.job), 201);

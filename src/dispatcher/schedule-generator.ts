@@ -154,7 +154,7 @@ export class ScheduleGenerator {
       timeout_ms: Number(s.timeout_ms),
       expires_at: null,
       window_ms: windowMs,
-      async: false,
+      async: s.async ?? false,
       start_by: new Date(Math.max(spread + startWithin, occ.late ? due + occ.graceMs : 0)),
       catchup_after: new Date(spread + occ.graceMs),
       catchup: occ.late,

@@ -34,6 +34,8 @@ export class Metrics {
   readonly authorityGeneration = new client.Gauge({ name: "scheduler_authority_generation", help: "Failover generation of the region authority (the high half of every fencing token)", registers: [this.registry] });
   readonly inflight = new client.Gauge({ name: "scheduler_worker_inflight", help: "Calls in flight in this process", registers: [this.registry] });
   readonly throttledHosts = new client.Gauge({ name: "scheduler_throttled_hosts", help: "Target hosts this worker currently calls below their limit after 429/503 answers, or not at all until their Retry-After", registers: [this.registry] });
+  readonly asyncHeartbeats = new client.Counter({ name: "scheduler_async_heartbeats_total", help: "Heartbeats from the targets of async jobs, by result: ok, stale (older attempt or ended), refused (not a valid lease token), timed_out (past the execution ceiling)", labelNames: ["result"], registers: [this.registry] });
+  readonly asyncTimeouts = new client.Counter({ name: "scheduler_async_timeouts_total", help: "Async attempts ended because they ran past their timeout (execution ceiling)", registers: [this.registry] });
   readonly hostDeferrals = new client.Counter({ name: "scheduler_host_deferrals_total", help: "Calls held back because their target host was at its rate or concurrency limit, slowed or paused (each time a claimed job had to wait)", registers: [this.registry] });
 
   constructor() {

@@ -10,6 +10,7 @@ import schedulesSql from "../../sql/queries/schedules.sql" with { type: "text" }
 import indexSql from "../../sql/queries/index.sql" with { type: "text" };
 import authoritySql from "../../sql/queries/authority.sql" with { type: "text" };
 import statsSql from "../../sql/queries/stats.sql" with { type: "text" };
+import asyncSql from "../../sql/queries/async.sql" with { type: "text" };
 
 export function parseNamedQueries(text: string): Map<string, string> {
   const out = new Map<string, string>();
@@ -33,7 +34,7 @@ export function parseNamedQueries(text: string): Map<string, string> {
 }
 
 const QUERIES = new Map<string, string>();
-for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql]) {
+for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, asyncSql]) {
   for (const [k, v] of parseNamedQueries(file)) {
     if (QUERIES.has(k)) throw new Error(`query ${k} is defined twice in sql/queries`);
     QUERIES.set(k, v);

@@ -63,6 +63,12 @@ export interface JobRow {
   catchup_after: Date | null;
   catchup: boolean;
   host_limits: HostLimits | null;
+  /** Async jobs: the key their lease tokens are made with (never shown). */
+  lease_key: string | null;
+  /** Async jobs: the target's last checkpoint, JSON text. */
+  checkpoint: string | null;
+  /** Async jobs: the running attempt's execution ceiling. */
+  deadline_at: Date | null;
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;

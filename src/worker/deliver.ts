@@ -13,6 +13,9 @@ export interface DeliveryContext {
   allowPrivateTargets: boolean;
   /** Aborts the call: cooperative cancel, or a graceful stop that ran out of time. */
   signal?: AbortSignal;
+  /** Async jobs: the attempt's lease token (Scheduler-Lease-Token) and the call's own time limit. */
+  leaseToken?: string;
+  callTimeoutMs?: number;
 }
 
 export interface DeliveryResult {
@@ -44,6 +47,11 @@ export function webhookHeaders(job: JobRow, ctx: DeliveryContext, body: string, 
   h["scheduler-scheduled-for"] = job.scheduled_for.toISOString();
   if (job.nominal_time) h["scheduler-nominal-time"] = job.nominal_time.toISOString();
   if (ctx.catchup) h["scheduler-catchup"] = "true";
+  if (ctx.leaseToken) {
+    h["scheduler-lease-token"] = ctx.leaseToken;
+    // The last checkpoint an earlier attempt stored: resume from there.
+    if (job.checkpoint !== null) h["scheduler-checkpoint"] = Buffer.from(job.checkpoint).toString("base64url");
+  }
   h["user-agent"] = "scheduler-webhooks/0.1";
   return h;
 }
@@ -65,7 +73,7 @@ export async function deliver(job: JobRow, ctx: DeliveryContext): Promise<Delive
   }
   const body = job.target.body ?? "";
   const method = job.target.method;
-  const timeout = AbortSignal.timeout(Number(job.timeout_ms));
+  const timeout = AbortSignal.timeout(ctx.callTimeoutMs ?? Number(job.timeout_ms));
   const signal = ctx.signal ? AbortSignal.any([timeout, ctx.signal]) : timeout;
   try {
     const res = await fetch(job.target.url, {

@@ -11,6 +11,7 @@ import { HostLimiter, hostKey } from "./host-limiter.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_LEASE, ABORT_STOP } from "./abort-reasons.ts";
 import { DueGate } from "./due-gate.ts";
+import { asyncCallContext, isAcceptance, recordAcceptance } from "./async-accept.ts";
 
 export interface WorkerOptions {
   db: Db;
@@ -20,6 +21,8 @@ export interface WorkerOptions {
   region: string;
   concurrency: number;
   leaseTtlMs: number;
+  /** Async jobs: the lease an accepted job runs under until its target's first heartbeat. */
+  asyncLeaseMs: number;
   pollIntervalMs: number;
   shutdownGraceMs: number;
   signingKey?: Uint8Array;
@@ -462,7 +465,7 @@ export class Worker {
     const notSent = await this.waitOutPause(job, f.abort.signal);
     const r: DeliveryResult = notSent ?? await deliver(job, {
       attemptId, attemptNumber: number, catchup, signingKey: this.o.signingKey,
-      allowPrivateTargets: this.o.allowPrivateTargets, signal: f.abort.signal,
+      allowPrivateTargets: this.o.allowPrivateTargets, signal: f.abort.signal, ...asyncCallContext(job, f.gen),
     });
     this.o.metrics.deliveries.inc({ outcome: r.outcome });
     // The host's answer paces further calls to it (429/503 slow it, Retry-After pauses it).
@@ -470,6 +473,11 @@ export class Worker {
       this.o.metrics.throttledHosts.set(this.limiter.throttledHosts());
     }
     this.o.metrics.executionDuration.observe((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000);
+    if (isAcceptance(job, r)) {
+      // The target took the job: from here it is the target's (heartbeats, completion), and
+      // this slot is free once the acceptance is written.
+      return recordAcceptance(this.o.db, log, { owner: this.o.owner, job, gen: f.gen, attemptId, leaseMs: this.o.asyncLeaseMs, r });
+    }
     const now = Date.now();
     let next = decideNext({ ...job, calls: number }, r, now);
     const why = f.abort.signal.aborted ? f.abort.signal.reason : undefined;
