@@ -6,6 +6,7 @@ import { isMigrated } from "../store/migrate.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
+import { AuthFailureLimiter } from "./auth-limiter.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
 import { schedulesRoutes } from "./schedules-routes.ts";
@@ -57,7 +58,8 @@ export function createApp(deps: AppDeps) {
         onError: (c) => errorResponse(c, new ApiError(413, "payload_too_large", `request bodies may be at most ${config.maxBodyBytes} bytes (SCHEDULER_MAX_BODY_BYTES)`)),
       }),
     );
-    app.use("/v1/*", authenticate(config.tokens));
+    const limiter = new AuthFailureLimiter(config.authFailures);
+    app.use("/v1/*", authenticate({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, metrics }));
     // Only the home region writes; Fly's proxy replays the request there.
     app.use("/v1/*", async (c, next) => {
       const home = deps.authority?.current?.homeRegion ?? config.homeRegion;
