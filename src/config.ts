@@ -4,6 +4,7 @@ import { parseTenantQuotas } from "./dispatcher/tenant-quotas.ts";
 import { parseDuration } from "./time/duration.ts";
 import { decodeSigningSecret } from "./worker/signature.ts";
 import { parseTokens, type TokenGrant } from "./api/tokens.ts";
+import { parseByteSize } from "./byte-size.ts";
 
 export type Mode = "all" | "api" | "dispatcher" | "worker";
 
@@ -28,6 +29,28 @@ export interface Config {
   allowPrivateTargets: boolean;
   logLevel: "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
   maxBodyBytes: number;
+  /** target bodies larger than this (bytes) are stored once in `payloads` and referenced by hash. */
+  payloadInlineMax: number;
+  /**
+   * How long finished jobs (with their attempts) are kept, per status, and the audit log; null
+   * keeps them for ever. Unreferenced payloads go after payloadGraceMs.
+   */
+  retention: {
+    succeededMs: number | null;
+    cancelledMs: number | null;
+    expiredMs: number | null;
+    deadMs: number | null;
+    auditMs: number | null;
+    payloadGraceMs: number;
+    intervalMs: number;
+    batch: number;
+  };
+  /**
+   * Failed bearer-token attempts: after maxFailures (0: no limit) from one client within
+   * windowMs, that client gets 429 for blockMs. At most maxClients are tracked. The client is
+   * the peer address, or the first address in clientIpHeader when set (behind a proxy).
+   */
+  authFailures: { maxFailures: number; windowMs: number; blockMs: number; maxClients: number; clientIpHeader?: string };
   dispatchBatch: number;
   /** How long a worker's claim lasts without renewal. */
   leaseTtlMs: number;
@@ -86,6 +109,28 @@ const duration = (minMs: number) =>
     }),
     v.minValue(minMs, `must be at least ${minMs} ms`),
   );
+const size = (min: number, max: number) =>
+  v.pipe(
+    v.string(),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      try {
+        return parseByteSize(dataset.value);
+      } catch (err) {
+        addIssue({ message: (err as Error).message });
+        return NEVER;
+      }
+    }),
+    v.minValue(min, `must be at least ${min} bytes`),
+    v.maxValue(max, `must be at most ${max} bytes`),
+  );
+/** A retention period: a duration of at least 1 s, or "0" / "off" to keep for ever (null). */
+const retention = v.union(
+  [
+    v.pipe(v.picklist(["0", "off"]), v.transform(() => null)),
+    duration(1000),
+  ],
+  'must be a duration like "7d" or "12h", or "off" (or 0) to keep for ever',
+);
 const bool = v.pipe(v.picklist(["0", "1", "true", "false", ""], 'must be "1" or "0"'), v.transform((s) => s === "1" || s === "true"));
 
 /** Each variable with its schema; the first problem found is reported by name. */
@@ -102,7 +147,21 @@ const ENV_SCHEMA = {
   WORKER_CONCURRENCY: int(1, 10_000),
   SCHEDULER_ALLOW_PRIVATE_TARGETS: bool,
   LOG_LEVEL: v.picklist(["trace", "debug", "info", "warn", "error", "fatal", "silent"], "must be one of trace, debug, info, warn, error, fatal, silent"),
-  SCHEDULER_MAX_BODY_BYTES: int(1024, 1024 * 1024 * 1024),
+  SCHEDULER_MAX_BODY_BYTES: size(1024, 1024 ** 3),
+  SCHEDULER_PAYLOAD_INLINE_MAX: size(0, 1024 ** 3),
+  SCHEDULER_RETENTION_SUCCEEDED: retention,
+  SCHEDULER_RETENTION_CANCELLED: retention,
+  SCHEDULER_RETENTION_EXPIRED: retention,
+  SCHEDULER_RETENTION_DEAD: retention,
+  SCHEDULER_RETENTION_AUDIT: retention,
+  SCHEDULER_RETENTION_PAYLOAD_GRACE: duration(0),
+  SCHEDULER_RETENTION_INTERVAL: duration(100),
+  SCHEDULER_RETENTION_BATCH: int(1, 100_000),
+  SCHEDULER_AUTH_FAILURE_LIMIT: int(0, 1_000_000),
+  SCHEDULER_AUTH_FAILURE_WINDOW: duration(1000),
+  SCHEDULER_AUTH_BLOCK: duration(1000),
+  SCHEDULER_AUTH_TRACKED_CLIENTS: int(1, 10_000_000),
+  SCHEDULER_CLIENT_IP_HEADER: v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]{1,64}$/, "must be a header name like fly-client-ip or x-forwarded-for")),
   SCHEDULER_DISPATCH_BATCH: int(1, 10_000),
   SCHEDULER_LEASE_TTL: duration(1000),
   SCHEDULER_LEADER_TTL: duration(1000),
@@ -221,6 +280,24 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     allowPrivateTargets: read(env, "SCHEDULER_ALLOW_PRIVATE_TARGETS") ?? false,
     logLevel: read(env, "LOG_LEVEL") ?? "info",
     maxBodyBytes: read(env, "SCHEDULER_MAX_BODY_BYTES") ?? 10 * 1024 * 1024,
+    payloadInlineMax: read(env, "SCHEDULER_PAYLOAD_INLINE_MAX") ?? 64 * 1024,
+    retention: {
+      succeededMs: keep(read(env, "SCHEDULER_RETENTION_SUCCEEDED"), 7 * DAY),
+      cancelledMs: keep(read(env, "SCHEDULER_RETENTION_CANCELLED"), 7 * DAY),
+      expiredMs: keep(read(env, "SCHEDULER_RETENTION_EXPIRED"), 7 * DAY),
+      deadMs: keep(read(env, "SCHEDULER_RETENTION_DEAD"), 30 * DAY),
+      auditMs: keep(read(env, "SCHEDULER_RETENTION_AUDIT"), null),
+      payloadGraceMs: read(env, "SCHEDULER_RETENTION_PAYLOAD_GRACE") ?? 3_600_000,
+      intervalMs: read(env, "SCHEDULER_RETENTION_INTERVAL") ?? 60_000,
+      batch: read(env, "SCHEDULER_RETENTION_BATCH") ?? 500,
+    },
+    authFailures: {
+      maxFailures: read(env, "SCHEDULER_AUTH_FAILURE_LIMIT") ?? 10,
+      windowMs: read(env, "SCHEDULER_AUTH_FAILURE_WINDOW") ?? 60_000,
+      blockMs: read(env, "SCHEDULER_AUTH_BLOCK") ?? 300_000,
+      maxClients: read(env, "SCHEDULER_AUTH_TRACKED_CLIENTS") ?? 10_000,
+      clientIpHeader: read(env, "SCHEDULER_CLIENT_IP_HEADER")?.toLowerCase(),
+    },
     dispatchBatch: read(env, "SCHEDULER_DISPATCH_BATCH") ?? 500,
     leaseTtlMs,
     asyncLeaseMs: read(env, "SCHEDULER_ASYNC_LEASE") ?? 300_000,
@@ -258,6 +335,10 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     statsIntervalMs: read(env, "SCHEDULER_STATS_INTERVAL") ?? 10_000,
   };
 }
+
+const DAY = 86_400_000;
+/** undefined (not set) → the default; null ("off") → keep for ever. */
+const keep = (v: number | null | undefined, dflt: number | null): number | null => (v === undefined ? dflt : v);
 
 function readFlagPort(raw: string): number {
   const n = Number(raw);

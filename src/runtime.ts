@@ -4,6 +4,7 @@ import { createApp } from "./api/app.ts";
 import { StatsHistory } from "./obs/stats-history.ts";
 import { serve } from "./api/server.ts";
 import { Dispatcher } from "./dispatcher/dispatcher.ts";
+import { RetentionPruner } from "./dispatcher/retention-pruner.ts";
 import { IndexKeeper } from "./index/index-keeper.ts";
 import { openIndex } from "./index/open-index.ts";
 import { createLogger, type Logger } from "./obs/log.ts";
@@ -23,6 +24,8 @@ export interface Runtime {
   log: Logger;
   metrics: Metrics;
   dispatcher?: Dispatcher;
+  /** Retention of finished jobs, payloads (and audit, if asked): runs while this process leads dispatch. */
+  pruner?: RetentionPruner;
   /** The Redis due index's keeper, when REDIS_URL or Upstash is set and this process dispatches. */
   index?: IndexKeeper;
   authority?: RegionAuthority;
@@ -111,6 +114,8 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       },
     });
     await rt.dispatcher.begin();
+    rt.pruner = new RetentionPruner({ db, retention: config.retention, log, metrics, isLeader: () => rt.dispatcher?.elector.current !== undefined });
+    rt.pruner.start();
   }
   const home = rt.authority.current?.homeRegion;
   if ((want("dispatcher") || want("worker")) && home !== config.region) {
@@ -138,6 +143,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       const steps: [string, () => Promise<unknown> | undefined][] = [
         ["http server", () => rt.server?.stop()],
         ["stats history", () => rt.history?.stop()],
+        ["retention pruner", () => rt.pruner?.stop()],
         ["dispatcher", () => rt.dispatcher?.end()],
         ["due index", () => rt.index?.close()],
         ["region authority", () => rt.authority?.end()],

@@ -6,6 +6,7 @@ import { isMigrated } from "../store/migrate.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
+import { AuthFailureLimiter } from "./auth-limiter.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
 import { schedulesRoutes } from "./schedules-routes.ts";
@@ -62,7 +63,8 @@ export function createApp(deps: AppDeps) {
         onError: (c) => errorResponse(c, new ApiError(413, "payload_too_large", `request bodies may be at most ${config.maxBodyBytes} bytes (SCHEDULER_MAX_BODY_BYTES)`)),
       }),
     );
-    const auth = authenticate(config.tokens);
+    const limiter = new AuthFailureLimiter(config.authFailures);
+    const auth = authenticate({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, metrics });
     // An async job's target is not an API user: its lease token (checked by the route) is
     // its credential. The home-region check below still applies: these are writes.
     app.use("/v1/*", (c, next) => (LEASE_ROUTE.test(c.req.path) ? next() : auth(c, next)));

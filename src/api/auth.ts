@@ -1,5 +1,7 @@
 import type { MiddlewareHandler } from "hono";
-import { timingSafeEqual } from "node:crypto";
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { Metrics } from "../obs/metrics.ts";
+import type { AuthFailureLimiter } from "./auth-limiter.ts";
 import { ApiError } from "./errors.ts";
 import type { Scope, TokenGrant } from "./tokens.ts";
 
@@ -22,17 +24,54 @@ function isLoopback(ip: string | undefined): boolean {
   return ip === "::1" || ip.startsWith("127.") || ip.startsWith("::ffff:127.");
 }
 
-function sameToken(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
+const digest = (s: string) => createHash("sha256").update(s).digest();
+
+/**
+ * The grant whose token this is. Digests have one length whatever the tokens' lengths, every
+ * grant is compared (no exit at the first match), and timingSafeEqual takes as long for a
+ * near miss as for a far one: the time taken says nothing about which token, or which prefix,
+ * came close.
+ */
+function matchToken(grants: { grant: TokenGrant; digest: Buffer }[], presented: string): TokenGrant | undefined {
+  const d = digest(presented);
+  let found: TokenGrant | undefined;
+  for (const g of grants) {
+    const same = timingSafeEqual(d, g.digest);
+    found = same ? g.grant : found;
+  }
+  return found;
+}
+
+export interface AuthOptions {
+  tokens: TokenGrant[];
+  limiter?: AuthFailureLimiter;
+  /** Behind a proxy: the header that carries the client's address (its last entry is used). */
+  clientIpHeader?: string;
+  metrics?: Metrics;
+}
+
+/** Who is asking, for the failed-attempt limit: the proxy's header when configured, else the peer. */
+function clientOf(c: Parameters<MiddlewareHandler<AppEnv>>[0], header: string | undefined): string {
+  if (header) {
+    // The last entry is the one the nearest proxy (ours) wrote; earlier ones came from the client.
+    const v = c.req.header(header)?.split(",").at(-1)?.trim();
+    if (v) return v;
+  }
+  return c.env?.server?.requestIP(c.req.raw)?.address ?? "unknown";
 }
 
 /**
  * Bearer tokens from SCHEDULER_TOKENS. With none configured the API trusts loopback clients
- * only (a newcomer's machine) and refuses everyone else.
+ * only (a newcomer's machine) and refuses everyone else. A client that fails too often is
+ * answered 429 for a while (see AuthFailureLimiter).
  */
-export function authenticate(tokens: TokenGrant[]): MiddlewareHandler<AppEnv> {
+export function authenticate(o: AuthOptions): MiddlewareHandler<AppEnv> {
+  const { tokens, limiter } = o;
+  const grants = tokens.map((grant) => ({ grant, digest: digest(grant.token) }));
+  const unauthorized = (message: string, client: string) => {
+    limiter?.fail(client);
+    return new ApiError(401, "unauthorized", message, undefined, { "www-authenticate": "Bearer" });
+  };
   return async (c, next) => {
     if (tokens.length === 0) {
       const ip = c.env?.server?.requestIP(c.req.raw)?.address;
@@ -42,11 +81,17 @@ export function authenticate(tokens: TokenGrant[]): MiddlewareHandler<AppEnv> {
       c.set("principal", { actor: "local", tenant: "*", scopes: ALL_SCOPES });
       return next();
     }
+    const client = limiter?.enabled ? clientOf(c, o.clientIpHeader) : "";
+    const wait = limiter?.enabled ? limiter.blockedFor(client) : 0;
+    if (wait > 0) {
+      o.metrics?.authThrottled.inc();
+      throw new ApiError(429, "too_many_auth_failures", "too many failed authentication attempts from this client; try again later", undefined, { "retry-after": String(Math.ceil(wait / 1000)) });
+    }
     const header = c.req.header("authorization") ?? "";
     const m = /^Bearer\s+(.+)$/i.exec(header);
-    if (!m) throw new ApiError(401, "unauthorized", "missing bearer token: send Authorization: Bearer <token>", undefined, { "www-authenticate": "Bearer" });
-    const grant = tokens.find((t) => sameToken(t.token, m[1].trim()));
-    if (!grant) throw new ApiError(401, "unauthorized", "unknown bearer token", undefined, { "www-authenticate": "Bearer" });
+    if (!m) throw unauthorized("missing bearer token: send Authorization: Bearer <token>", client);
+    const grant = matchToken(grants, m[1].trim());
+    if (!grant) throw unauthorized("unknown bearer token", client);
     c.set("principal", { actor: `token:${grant.token.slice(0, 4)}…`, tenant: grant.tenant, scopes: grant.scopes });
     return next();
   };

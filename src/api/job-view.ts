@@ -6,12 +6,20 @@ import { formatDuration } from "../time/duration.ts";
 const iso = (d: Date | number | null) => (d instanceof Date && Number.isFinite(d.getTime()) ? d.toISOString() : null);
 const held = (d: Date | number) => !(d instanceof Date && Number.isFinite(d.getTime()));
 
-/** The job object of API.md, snake_case. */
-export function targetView(t: Target) {
+/**
+ * The target as given. A body stored apart shows as body_ref + body_size, and also as body /
+ * body_text when `stored` (its text, loaded by the caller) is given.
+ */
+export function targetView(t: Target, stored?: string) {
   const target: Record<string, unknown> = { url: t.url, method: t.method, headers: t.headers };
-  if (t.body !== null) {
-    if (t.json) target.body = JSON.parse(t.body);
-    else target.body_text = t.body;
+  const body = t.body ?? stored ?? null;
+  if (body !== null) {
+    if (t.json) target.body = JSON.parse(body);
+    else target.body_text = body;
+  }
+  if (t.body_ref) {
+    target.body_ref = t.body_ref;
+    target.body_size = t.body_size ?? null;
   }
   return target;
 }
@@ -22,8 +30,9 @@ export function hostLimitsView(l: HostLimits | null | undefined) {
   return { rate: l.rate ?? null, concurrency: l.concurrency ?? null };
 }
 
-export function jobView(j: JobRow, attempts?: AttemptRow[]) {
-  const target = targetView(j.target);
+/** The job object of API.md, snake_case; `storedBody`: the text of a body stored apart. */
+export function jobView(j: JobRow, attempts?: AttemptRow[], storedBody?: string) {
+  const target = targetView(j.target, storedBody);
   return {
     id: j.id,
     tenant: j.tenant,

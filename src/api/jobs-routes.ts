@@ -3,6 +3,7 @@ import * as v from "valibot";
 import type { Config } from "../config.ts";
 import type { Db } from "../store/db.ts";
 import { cancelJob, getJob, insertJobs, listAttempts, listJobs, rescheduleJob, type NewJob } from "../store/jobs.ts";
+import { externalize, loadPayload, type Payload } from "../store/payloads.ts";
 import { JOB_STATUSES, TERMINAL } from "../store/types.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
 import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
@@ -16,7 +17,13 @@ const MAX_BATCH = 1000;
 
 export interface JobsRoutesDeps {
   db: Db;
-  config: Pick<Config, "allowPrivateTargets" | "jobDefaults">;
+  config: Pick<Config, "allowPrivateTargets" | "jobDefaults" | "payloadInlineMax">;
+}
+
+interface Prepared {
+  job: NewJob;
+  /** The body, when it is large enough to be stored apart from the row. */
+  payload?: Payload;
 }
 
 
@@ -26,13 +33,13 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
   const principal = (c: Context<AppEnv>): Principal => c.get("principal");
 
   /** Validates one item and turns it into a row to insert; throws ApiError with the path. */
-  const prepare = async (raw: unknown, p: Principal, prefix = "", dns = new Map<string, Promise<string | null>>()): Promise<NewJob> => {
+  const prepare = async (raw: unknown, p: Principal, prefix = "", dns = new Map<string, Promise<string | null>>()): Promise<Prepared> => {
     if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw badRequest(`${prefix || "body"} must be a JSON object`, prefix || undefined);
     const input = parseOrThrow(JobInputSchema, raw, prefix);
     const at = (f: string) => (prefix ? `${prefix}.${f}` : f);
     if (input.run_at && input.delay !== undefined) throw badRequest("give run_at or delay, not both", at("delay"));
     checkTimeout(input.async, input.timeout, at("timeout"));
-    const target = toTarget(input.target, prefix);
+    const { target, payload } = externalize(toTarget(input.target, prefix), config.payloadInlineMax);
     if (!config.allowPrivateTargets) await checkTarget(target.url, at("target.url"), dns);
     const now = Date.now();
     const base = input.run_at ? input.run_at.getTime() : now + (input.delay ?? 0);
@@ -42,7 +49,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const backoffBase = input.retry.base ?? config.jobDefaults.backoffBaseMs;
     const backoffMax = input.retry.max ?? config.jobDefaults.backoffMaxMs;
     if (backoffMax < backoffBase) throw badRequest("retry.max must not be below retry.base", at("retry.max"));
-    return {
+    const job: NewJob = {
       id: Bun.randomUUIDv7(),
       tenant: tenantForCreate(p, input.tenant),
       due_at: new Date(due),
@@ -61,6 +68,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
       async: input.async,
       host_limits: toHostLimits(input.host_limits),
     };
+    return { job, payload };
   };
 
 
@@ -68,8 +76,8 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const p = principal(c);
     requireScope(p, "jobs:write");
     const raw = await readJson(c);
-    const job = await prepare(raw, p);
-    const [r] = await insertJobs(db, [job]);
+    const { job, payload } = await prepare(raw, p);
+    const [r] = await insertJobs(db, [job], payload ? [payload] : []);
     if (r.kind === "conflict") throw conflict("idempotency_conflict", `idempotency_key ${job.idempotency_key} was used with a different request (job ${r.job.id})`);
     return c.json(jobView(r.job), r.kind === "created" ? 201 : 200);
   });
@@ -83,13 +91,14 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     if (list.length > MAX_BATCH) throw badRequest(`jobs may hold at most ${MAX_BATCH} items`, "jobs");
     const dns = new Map<string, Promise<string | null>>();
     const prepared = await Promise.all(
-      list.map((item, i) => prepare(item, p, `jobs.${i}`, dns).then((job) => ({ job }), (err: unknown) => {
+      list.map((item, i) => prepare(item, p, `jobs.${i}`, dns).then((x) => x, (err: unknown) => {
         if (err instanceof ApiError) return { error: err };
         throw err;
       })),
     );
     const valid = prepared.flatMap((x) => ("job" in x ? [x.job] : []));
-    const results = new Map((await insertJobs(db, valid)).map((r, i) => [valid[i].id, r]));
+    const payloads = prepared.flatMap((x) => ("payload" in x && x.payload ? [x.payload] : []));
+    const results = new Map((await insertJobs(db, valid, payloads)).map((r, i) => [valid[i].id, r]));
     return c.json({
       jobs: prepared.map((x) => {
         if ("error" in x) return x.error.body();
@@ -107,7 +116,9 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     if (!UUID.test(id)) throw notFound(`job ${id}`);
     const job = await getJob(db, id, tenantFilter(p));
     if (!job) throw notFound(`job ${id}`);
-    return c.json(jobView(job, await listAttempts(db, id)));
+    // The one view that loads a stored body: listings and write answers show body_ref and body_size.
+    const body = job.target.body_ref ? await loadPayload(db, job.target.body_ref) : undefined;
+    return c.json(jobView(job, await listAttempts(db, id), body));
   });
 
   app.get("/jobs", async (c) => {

@@ -7,14 +7,14 @@ const iso = (d: Date | null) => (d ? d.toISOString() : null);
 const dur = (ms: string | number) => formatDuration(Number(ms));
 
 /** The schedule object: what was asked, the effective DST policy and the generation state. */
-export function scheduleView(s: ScheduleRow, rule: CronRule | null) {
+export function scheduleView(s: ScheduleRow, rule: CronRule | null, storedBody?: string) {
   return {
     id: s.id,
     tenant: s.tenant,
     cron: s.cron,
     timezone: s.timezone,
     dst: rule ? { gap: rule.gap, fold: rule.fold } : { gap: s.dst_gap, fold: s.dst_fold },
-    target: targetView(s.target),
+    target: targetView(s.target, storedBody),
     retry: { max_attempts: s.max_attempts, base: dur(s.backoff_base_ms), max: dur(s.backoff_max_ms) },
     timeout: dur(s.timeout_ms),
     priority: s.priority,

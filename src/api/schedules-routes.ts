@@ -2,6 +2,7 @@ import { Hono, type Context } from "hono";
 import type { Config } from "../config.ts";
 import type { Db } from "../store/db.ts";
 import { insertAudit, insertJobs } from "../store/jobs.ts";
+import { externalize, loadPayload } from "../store/payloads.ts";
 import { deleteSchedule, fieldsOf, getSchedule, insertSchedule, listSchedules, updateSchedule, type ScheduleFields, type ScheduleRow } from "../store/schedules.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
 import { badRequest, conflict, notFound } from "./errors.ts";
@@ -19,7 +20,7 @@ const MAX_PREVIEW = 1000;
 
 export interface SchedulesRoutesDeps {
   db: Db;
-  config: Pick<Config, "allowPrivateTargets" | "jobDefaults">;
+  config: Pick<Config, "allowPrivateTargets" | "jobDefaults" | "payloadInlineMax">;
 }
 
 const rowRule = (s: ScheduleRow | ScheduleFields) => ruleOrThrow(s.cron, s.timezone, { gap: s.dst_gap, fold: s.dst_fold });
@@ -60,6 +61,8 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     requireScope(p, "jobs:write");
     const body = parseOrThrow(ScheduleCreateSchema, await readJson(c));
     const d = config.jobDefaults;
+    // A large body is stored once; every occurrence copies only its reference.
+    const { target, payload } = externalize(toTarget(body.target), config.payloadInlineMax);
     const fields: ScheduleFields = {
       tenant: tenantForCreate(p, body.tenant),
       id: body.id ?? `sch_${Bun.randomUUIDv7()}`,
@@ -67,7 +70,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       timezone: body.timezone ?? "UTC",
       dst_gap: body.dst?.gap ?? null,
       dst_fold: body.dst?.fold ?? null,
-      target: toTarget(body.target),
+      target,
       priority: body.priority ?? 0,
       max_attempts: body.retry?.max_attempts ?? d.maxAttempts,
       backoff_base_ms: body.retry?.base ?? d.backoffBaseMs,
@@ -88,7 +91,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     };
     const rule = await validate(fields);
     fields.next_fire_at = firstFire(rule, Date.now(), fields.start_at, fields.end_at);
-    const row = await insertSchedule(db, fields, by(c));
+    const row = await insertSchedule(db, fields, by(c), payload ? [payload] : []);
     if (!row) throw conflict("schedule_exists", `schedule ${fields.id} already exists in tenant ${fields.tenant}`);
     return c.json(view(row), 201);
   });
@@ -130,7 +133,8 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       // A stored rule this version rejects: the schedule is shown (paused, with the
       // reason), but it has no instants to preview.
     }
-    const out: Record<string, unknown> = scheduleView(row, rule);
+    const stored = row.target.body_ref ? await loadPayload(db, row.target.body_ref) : undefined;
+    const out: Record<string, unknown> = scheduleView(row, rule, stored);
     if (n > 0 && rule) {
       // The next N fire instants from max(now, start_at), each with its UTC offset.
       const from = Math.max(Date.now(), row.start_at ? row.start_at.getTime() - 1 : 0);
@@ -144,7 +148,8 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const body = parseOrThrow(SchedulePatchSchema, await readJson(c));
     const tenant = tenantOf(c);
     const id = idOf(c);
-    const newTarget = body.target ? toTarget(body.target) : undefined;
+    const ext = body.target ? externalize(toTarget(body.target), config.payloadInlineMax) : undefined;
+    const newTarget = ext?.target;
     if (newTarget && !config.allowPrivateTargets) await checkTarget(newTarget.url, "target.url", new Map());
     const result = await updateSchedule(db, tenant, id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.updated" }, (cur) => {
       const f = fieldsOf(cur);
@@ -192,7 +197,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
         next.next_fire_at = n;
       }
       return next;
-    });
+    }, ext?.payload ? [ext.payload] : []);
     return c.json(answer(result, id));
   });
 

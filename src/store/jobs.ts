@@ -1,4 +1,5 @@
 import type { Db, Queryable } from "./db.ts";
+import { type Payload, storePayloads } from "./payloads.ts";
 import { sql } from "./sql.ts";
 import type { AttemptRow, HostLimits, JobRow, Target } from "./types.ts";
 
@@ -37,9 +38,13 @@ export type InsertResult =
  * Inserts jobs in one transaction and wakes the dispatchers. A repeated idempotency key
  * inserts nothing: the unique index decides, so concurrent identical creates find one job.
  */
-export async function insertJobs(db: Db, jobs: NewJob[]): Promise<InsertResult[]> {
+export async function insertJobs(db: Db, jobs: NewJob[], payloads: Payload[] = []): Promise<InsertResult[]> {
   if (jobs.length === 0) return [];
-  return db.tx((q) => insertJobsIn(q, jobs));
+  return db.tx(async (q) => {
+    // In the same transaction as the jobs that reference them: never a reference without its body.
+    await storePayloads(q, payloads);
+    return insertJobsIn(q, jobs);
+  });
 }
 
 /** insertJobs inside a transaction the caller holds. */

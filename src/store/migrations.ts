@@ -9,6 +9,7 @@ import m007 from "../../sql/migrations/007_host_limits.sql" with { type: "text" 
 import m008 from "../../sql/migrations/008_queue_order.sql" with { type: "text" };
 import m012 from "../../sql/migrations/012_stats.sql" with { type: "text" };
 import m010 from "../../sql/migrations/010_async_jobs.sql" with { type: "text" };
+import m011 from "../../sql/migrations/011_payloads_retention.sql" with { type: "text" };
 
 export interface Migration { version: number; name: string; sql: string }
 
@@ -22,5 +23,6 @@ export const MIGRATIONS: Migration[] = [
   { version: 7, name: "007_host_limits", sql: m007 },
   { version: 8, name: "008_queue_order", sql: m008 },
   { version: 10, name: "010_async_jobs", sql: m010 },
+  { version: 11, name: "011_payloads_retention", sql: m011 },
   { version: 12, name: "012_stats", sql: m012 },
 ];

@@ -1,5 +1,6 @@
 import type { Db, Queryable } from "./db.ts";
 import { insertAudit, type Actor } from "./jobs.ts";
+import { type Payload, storePayloads } from "./payloads.ts";
 import { sql } from "./sql.ts";
 import type { HostLimits, Target } from "./types.ts";
 
@@ -74,8 +75,9 @@ const wake = async (q: Queryable, next: Date | null) => {
 };
 
 /** Inserts a schedule; undefined when the id is taken in the tenant. */
-export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor): Promise<ScheduleRow | undefined> {
+export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor, payloads: Payload[] = []): Promise<ScheduleRow | undefined> {
   return db.tx(async (q) => {
+    await storePayloads(q, payloads);
     const row = (await q.query<ScheduleRow>(sql("InsertSchedule"), [JSON.stringify(s)]))[0];
     if (!row) return undefined;
     await wake(q, row.next_fire_at);
@@ -100,9 +102,10 @@ export type UpdateResult = { kind: "updated"; row: ScheduleRow } | { kind: "miss
  */
 export async function updateSchedule(
   db: Db, tenant: string, id: string, ifVersion: number | null, by: Actor & { action: string },
-  change: (current: ScheduleRow) => ScheduleFields,
+  change: (current: ScheduleRow) => ScheduleFields, payloads: Payload[] = [],
 ): Promise<UpdateResult> {
   return db.tx(async (q) => {
+    await storePayloads(q, payloads);
     const current = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
     if (!current) return { kind: "missing" };
     if (ifVersion !== null && current.version !== ifVersion) return { kind: "version", current: current.version };

@@ -11,6 +11,8 @@ import indexSql from "../../sql/queries/index.sql" with { type: "text" };
 import authoritySql from "../../sql/queries/authority.sql" with { type: "text" };
 import statsSql from "../../sql/queries/stats.sql" with { type: "text" };
 import asyncSql from "../../sql/queries/async.sql" with { type: "text" };
+import payloadsSql from "../../sql/queries/payloads.sql" with { type: "text" };
+import retentionSql from "../../sql/queries/retention.sql" with { type: "text" };
 
 export function parseNamedQueries(text: string): Map<string, string> {
   const out = new Map<string, string>();
@@ -34,7 +36,7 @@ export function parseNamedQueries(text: string): Map<string, string> {
 }
 
 const QUERIES = new Map<string, string>();
-for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, asyncSql]) {
+for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, asyncSql, payloadsSql, retentionSql]) {
   for (const [k, v] of parseNamedQueries(file)) {
     if (QUERIES.has(k)) throw new Error(`query ${k} is defined twice in sql/queries`);
     QUERIES.set(k, v);

@@ -16,10 +16,14 @@ export interface Target {
   url: string;
   method: string;
   headers: Record<string, string>;
-  /** Exactly the bytes to send; null: no body. */
+  /** Exactly the bytes to send; null: no body, or a body stored apart (body_ref). */
   body: string | null;
   /** True when the body came as JSON (content type defaults to application/json). */
   json: boolean;
+  /** A large body lives in the payloads table under this content hash ("sha256:<hex>"). */
+  body_ref?: string;
+  /** Its size in bytes. */
+  body_size?: number;
 }
 
 /** Per-target-host limits given with a job or schedule (calls per second, calls in flight). */

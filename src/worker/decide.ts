@@ -20,7 +20,7 @@ export function decideNext(job: JobRow, r: DeliveryResult, nowMs: number, random
   const base = { countsTry: false, throttleUntil: null, deadReason: null, error: r.error, delayMs: null };
   if (r.outcome === "success") return { ...base, status: "succeeded", countsTry: true };
   if (r.outcome === "permanent") {
-    return { ...base, status: "dead", countsTry: true, deadReason: r.refused ? "target_refused" : "permanent" };
+    return { ...base, status: "dead", countsTry: true, deadReason: r.deadReason ?? (r.refused ? "target_refused" : "permanent") };
   }
   const expiresAt = job.expires_at?.getTime() ?? null;
   const tries = job.tries + 1;

@@ -26,6 +26,8 @@ export interface DeliveryResult {
   retryAfterMs: number | null;
   /** Refused before any call (private target): a permanent failure with nothing sent. */
   refused: boolean;
+  /** Why the job dies, when a permanent failure has a reason of its own (payload_missing). */
+  deadReason?: string;
   startedAt: Date;
   finishedAt: Date;
 }

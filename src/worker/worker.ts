@@ -12,6 +12,7 @@ import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_LEASE, ABORT_STOP } from "./abort-reasons.ts";
 import { DueGate } from "./due-gate.ts";
 import { asyncCallContext, isAcceptance, recordAcceptance } from "./async-accept.ts";
+import { PayloadCache, withBody } from "./payload-cache.ts";
 
 export interface WorkerOptions {
   db: Db;
@@ -61,6 +62,7 @@ export class Worker {
   private readonly completions: CompletionBatcher;
   private readonly renewer: LeaseRenewer;
   private readonly limiter: HostLimiter<InFlight>;
+  private readonly payloads: PayloadCache;
   /** Claimed jobs waiting in memory for their host to have room (in `inflight` too, for lease renewal). */
   private readonly held = new Set<string>();
   /** Claimed jobs not due yet (pre-staged): they keep their call slot and wait for their instant. */
@@ -79,6 +81,7 @@ export class Worker {
   constructor(private readonly o: WorkerOptions) {
     this.completions = new CompletionBatcher(o.db, o.owner, o.log);
     this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, log: o.log, inflight: this.inflight });
+    this.payloads = new PayloadCache(o.db);
     const hl = o.hostLimits ?? {};
     this.limiter = new HostLimiter<InFlight>({
       ratePerSec: hl.ratePerSec, concurrency: hl.concurrency, floorPerSec: hl.floorPerSec ?? 0.5,
@@ -462,8 +465,9 @@ export class Worker {
     const startMs = Date.now();
     if (job.queued_at) this.o.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
     this.o.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
-    const notSent = await this.waitOutPause(job, f.abort.signal);
-    const r: DeliveryResult = notSent ?? await deliver(job, {
+    const loaded = await withBody(job, this.payloads);
+    const notSent = "result" in loaded ? loaded.result : await this.waitOutPause(job, f.abort.signal);
+    const r: DeliveryResult = notSent ?? await deliver((loaded as { job: JobRow }).job, {
       attemptId, attemptNumber: number, catchup, signingKey: this.o.signingKey,
       allowPrivateTargets: this.o.allowPrivateTargets, signal: f.abort.signal, ...asyncCallContext(job, f.gen),
     });

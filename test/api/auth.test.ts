@@ -19,7 +19,8 @@ for (const driver of DRIVERS) {
 
     beforeAll(async () => {
       tdb = await freshDb(driver);
-      rt = await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS, REGION: "iad", HOME_REGION: "iad" }, { mode: "api" });
+      // Many bad tokens from one client on purpose: the failed-attempt limit is tested in auth-limit.test.ts.
+      rt = await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS, REGION: "iad", HOME_REGION: "iad", SCHEDULER_AUTH_FAILURE_LIMIT: "0" }, { mode: "api" });
       open = await startScheduler(tdb.db, { REGION: "iad" }, { mode: "api" });
       standby = await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS, REGION: "ams", HOME_REGION: "iad" }, { mode: "api" });
     });
