@@ -10,6 +10,9 @@ import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
 import { schedulesRoutes } from "./schedules-routes.ts";
 import { clusterRoutes } from "./cluster-routes.ts";
+import { dlqRoutes } from "./dlq-routes.ts";
+import { auditRoutes } from "./audit-routes.ts";
+import { auditAdminUse } from "./admin-audit.ts";
 import type { RegionAuthority } from "../region/authority.ts";
 
 export interface AppDeps {
@@ -58,6 +61,7 @@ export function createApp(deps: AppDeps) {
       }),
     );
     app.use("/v1/*", authenticate(config.tokens));
+    app.use("/v1/*", auditAdminUse(db, log));
     // Only the home region writes; Fly's proxy replays the request there.
     app.use("/v1/*", async (c, next) => {
       const home = deps.authority?.current?.homeRegion ?? config.homeRegion;
@@ -69,6 +73,8 @@ export function createApp(deps: AppDeps) {
     app.route("/v1", clusterRoutes({ db, config }));
     app.route("/v1", jobsRoutes({ db, config }));
     app.route("/v1", schedulesRoutes({ db, config }));
+    app.route("/v1", dlqRoutes({ db, config, metrics }));
+    app.route("/v1", auditRoutes(db));
   }
   return app;
 }

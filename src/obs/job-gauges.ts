@@ -15,7 +15,7 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
   let cachedAt = 0;
   let pending: Promise<Snapshot> | undefined;
   let last: Snapshot | undefined;
-  interface Snapshot { byStatus: Map<string, number>; dueBacklog: number; oldestDueAge: number; dlq: number; outboxLag: number; byTenant: { tenant: string; n: number }[]; tenantTotal: number }
+  interface Snapshot { byStatus: Map<string, number>; dueBacklog: number; oldestDueAge: number; dlq: number; dlqOldestAge: number; outboxLag: number; byTenant: { tenant: string; n: number }[]; tenantTotal: number }
   const snapshot = async (): Promise<Snapshot> => {
     if (last && Date.now() - cachedAt < cacheMs) return last;
     pending ??= (async () => {
@@ -23,12 +23,14 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
         const rows = await db.query<{ status: string; n: string }>(sql("CountJobsByStatus"));
         const due = (await db.query<{ n: string; oldest_age_s: string | null }>(sql("DueBacklog")))[0];
         const lag = (await db.query<{ lag: number | string }>(sql("OutboxLag")))[0];
+        const dlqOldest = (await db.query<{ age_s: number | string }>(sql("DlqOldest")))[0];
         const tenantRows = await db.query<{ tenant: string; n: string; total: string }>(sql("DueBacklogByTenant"), [TOP_TENANTS]);
         const byTenant = tenantRows.map((r) => ({ tenant: r.tenant, n: Number(r.n) }));
         const tenantTotal = Number(tenantRows[0]?.total ?? 0);
         const byStatus = new Map(rows.map((r) => [r.status, Number(r.n)]));
         last = {
           byStatus, dueBacklog: Number(due?.n ?? 0), oldestDueAge: Math.max(0, Number(due?.oldest_age_s ?? 0)), dlq: byStatus.get("dead") ?? 0,
+          dlqOldestAge: Math.max(0, Number(dlqOldest?.age_s ?? 0)),
           outboxLag: Math.max(0, Number(lag?.lag ?? 0)),
           byTenant,
           tenantTotal,
@@ -38,7 +40,7 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
       } catch {
         // The database is away: keep serving the last figures (and the process's own
         // metrics) rather than failing the whole scrape; /readyz reports the outage.
-        return last ?? { byStatus: new Map(), dueBacklog: 0, oldestDueAge: 0, dlq: 0, outboxLag: 0, byTenant: [], tenantTotal: 0 };
+        return last ?? { byStatus: new Map(), dueBacklog: 0, oldestDueAge: 0, dlq: 0, dlqOldestAge: 0, outboxLag: 0, byTenant: [], tenantTotal: 0 };
       } finally {
         pending = undefined;
       }
@@ -78,4 +80,5 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
     async collect() { this.set((await snapshot()).outboxLag); },
   });
   new client.Gauge({ name: "scheduler_dlq_jobs", help: "Dead jobs", registers, async collect() { this.set((await snapshot()).dlq); } });
+  new client.Gauge({ name: "scheduler_dlq_oldest_age_seconds", help: "Age of the oldest dead job's death (0: none)", registers, async collect() { this.set((await snapshot()).dlqOldestAge); } });
 }

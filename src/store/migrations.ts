@@ -7,6 +7,7 @@ import m005 from "../../sql/migrations/005_region_authority.sql" with { type: "t
 import m006 from "../../sql/migrations/006_fair_dispatch.sql" with { type: "text" };
 import m007 from "../../sql/migrations/007_host_limits.sql" with { type: "text" };
 import m008 from "../../sql/migrations/008_queue_order.sql" with { type: "text" };
+import m009 from "../../sql/migrations/009_dlq.sql" with { type: "text" };
 
 export interface Migration { version: number; name: string; sql: string }
 
@@ -19,4 +20,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 6, name: "006_fair_dispatch", sql: m006 },
   { version: 7, name: "007_host_limits", sql: m007 },
   { version: 8, name: "008_queue_order", sql: m008 },
+  { version: 9, name: "009_dlq", sql: m009 },
 ];

@@ -9,6 +9,8 @@ import metricsSql from "../../sql/queries/metrics.sql" with { type: "text" };
 import schedulesSql from "../../sql/queries/schedules.sql" with { type: "text" };
 import indexSql from "../../sql/queries/index.sql" with { type: "text" };
 import authoritySql from "../../sql/queries/authority.sql" with { type: "text" };
+import dlqSql from "../../sql/queries/dlq.sql" with { type: "text" };
+import auditSql from "../../sql/queries/audit.sql" with { type: "text" };
 
 export function parseNamedQueries(text: string): Map<string, string> {
   const out = new Map<string, string>();
@@ -32,7 +34,7 @@ export function parseNamedQueries(text: string): Map<string, string> {
 }
 
 const QUERIES = new Map<string, string>();
-for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql]) {
+for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, dlqSql, auditSql]) {
   for (const [k, v] of parseNamedQueries(file)) {
     if (QUERIES.has(k)) throw new Error(`query ${k} is defined twice in sql/queries`);
     QUERIES.set(k, v);

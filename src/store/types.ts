@@ -63,6 +63,12 @@ export interface JobRow {
   catchup_after: Date | null;
   catchup: boolean;
   host_limits: HostLimits | null;
+  /** Dead letters (009_dlq.sql): stored shape, replays, how it last died, replay class. */
+  schema_version: number;
+  replays: number;
+  dead_signature: string | null;
+  dead_streak: number;
+  replay: boolean;
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;
