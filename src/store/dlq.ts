@@ -4,7 +4,11 @@ import type { AuditEntry } from "./jobs.ts";
 import { sql } from "./sql.ts";
 import type { JobRow } from "./types.ts";
 
-/** The shape of a stored job this code understands (jobs.schema_version); older or newer ones are not replayed. */
+/**
+ * The shape of a stored job this code understands (jobs.schema_version); a dead job of any
+ * other version is not replayed. New rows take it from the column default (009_dlq.sql): a
+ * migration that changes the shape of jobs bumps the default and this constant together.
+ */
 export const JOB_SCHEMA_VERSION = 1;
 
 /** Which dead jobs: the one filter shape of GET /v1/dlq and POST /v1/dlq/replay. */
