@@ -68,8 +68,10 @@ export interface Config {
   pollIntervalMs: number;
   /** How long a graceful stop waits for in-flight calls before releasing them. */
   shutdownGraceMs: number;
-  /** Catch-up occurrences released per second at most, after downtime. */
+  /** Catch-up occurrences released per second at most, after downtime; also caps bulk DLQ replays. */
   catchupPerSecond: number;
+  /** A dead job that died the same way after this many replays is quarantined. */
+  dlqQuarantineAfter: number;
   /** Redis due-time index: how far ahead it holds jobs, its shards and key prefix. */
   index: { windowMs: number; shards: number; prefix: string; reconcileMs: number };
   jobDefaults: { maxAttempts: number; backoffBaseMs: number; backoffMaxMs: number; timeoutMs: number };
@@ -172,6 +174,7 @@ const ENV_SCHEMA = {
   SCHEDULER_DEFAULT_MAX_ATTEMPTS: int(1, 1000),
   SCHEDULER_DEFAULT_TIMEOUT: duration(1),
   SCHEDULER_CATCHUP_RATE: int(1, 1_000_000),
+  SCHEDULER_DLQ_QUARANTINE_AFTER: int(1, 1000),
   SCHEDULER_INDEX_WINDOW: duration(1000),
   SCHEDULER_INDEX_SHARDS: int(1, 1024),
   SCHEDULER_INDEX_RECONCILE: duration(100),
@@ -306,6 +309,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     pollIntervalMs: read(env, "SCHEDULER_POLL_INTERVAL") ?? 1_000,
     shutdownGraceMs: read(env, "SCHEDULER_SHUTDOWN_GRACE") ?? 25_000,
     catchupPerSecond: read(env, "SCHEDULER_CATCHUP_RATE") ?? 50,
+    dlqQuarantineAfter: read(env, "SCHEDULER_DLQ_QUARANTINE_AFTER") ?? 3,
     flow: {
       weights: { high: weights[0]!, normal: weights[1]!, low: weights[2]! },
       agingMs: read(env, "SCHEDULER_AGING") ?? 60_000,

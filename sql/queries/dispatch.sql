@@ -126,6 +126,10 @@ WITH r AS (
     lease_owner = NULL, lease_until = NULL, deadline_at = NULL, updated_at = now(),
     finished_at = CASE WHEN j.cancel_requested OR (r.in_call AND j.tries + 1 >= j.max_attempts) THEN now() END,
     dead_reason = CASE WHEN NOT j.cancel_requested AND r.in_call AND j.tries + 1 >= j.max_attempts THEN 'lease_lost' ELSE j.dead_reason END,
+    -- The signature of a death here (see 009_dlq.sql): its attempt is recorded 'lost'.
+    dead_signature = CASE WHEN NOT j.cancel_requested AND r.in_call AND j.tries + 1 >= j.max_attempts THEN 'lease_lost:lost' ELSE j.dead_signature END,
+    dead_streak = CASE WHEN j.cancel_requested OR NOT r.in_call OR j.tries + 1 < j.max_attempts THEN j.dead_streak
+                       WHEN j.dead_signature = 'lease_lost:lost' THEN j.dead_streak + 1 ELSE 1 END,
     last_error = CASE WHEN r.in_call
       THEN 'lease expired during a call: the worker stopped renewing (crash, kill or pause)' ELSE j.last_error END
   FROM r WHERE j.id = r.id
@@ -157,7 +161,8 @@ SELECT c.id, c.tenant, c.priority, c.due_at, c.catchup FROM unnest($1::text[]) A
 CROSS JOIN (VALUES (1), (0), (-1)) AS k(cls)
 CROSS JOIN LATERAL (
   SELECT id, tenant, priority, due_at,
-    (catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) AS catchup
+    -- Dead-letter replays count as catch-up traffic too (one class lower).
+    ((catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) OR replay) AS catchup
   FROM jobs
   WHERE status = 'scheduled' AND tenant = t.tenant AND sign(priority) = k.cls
     AND due_at <= now() + make_interval(secs => $3::float8 / 1000)
@@ -171,7 +176,7 @@ CROSS JOIN LATERAL (
 -- The same facts for candidates named by the Redis index ($1), those a claim would take now
 -- (or within the pre-staging horizon $2, ms).
 SELECT id, tenant, priority, due_at,
-  (catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) AS catchup
+  ((catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) OR replay) AS catchup
 FROM jobs
 WHERE id = ANY($1::uuid[]) AND status = 'scheduled' AND due_at <= now() + make_interval(secs => $2::float8 / 1000)
   AND (expires_at IS NULL OR expires_at > now())

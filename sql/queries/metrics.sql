@@ -9,9 +9,6 @@ SELECT count(*) AS n,
   extract(epoch FROM now() - min(due_at)) AS oldest_age_s
 FROM jobs WHERE status = 'scheduled' AND due_at <= now();
 
--- name: DlqOldest
--- When the oldest dead job died (the dead letters waiting longest for attention).
-SELECT extract(epoch FROM now() - min(finished_at)) AS age_s FROM jobs WHERE status = 'dead';
 
 -- name: DueBacklogByTenant
 -- The $1 tenants with the most due, undispatched jobs (a bounded label set for metrics),

@@ -63,7 +63,9 @@ RETURNING j.id, j.cancel_requested;
 -- a late completion after a reclaim changes nothing. The attempt row always records what
 -- really happened on that call.
 WITH r AS (
-  SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS r(
+  -- sig: how a job that dies here died (see 009_dlq.sql), for quarantine of poison jobs.
+  SELECT r.*, CASE WHEN r.next_status = 'dead' THEN r.dead_reason || ':' || coalesce(r.http_status::text, r.outcome) END AS sig
+  FROM jsonb_to_recordset($2::text::jsonb) AS r(
     job_id uuid, gen int, attempt_id uuid, outcome text, http_status int, error text,
     possibly_delivered boolean, started_at timestamptz, finished_at timestamptz,
     next_status text, next_delay_ms bigint, last_error text, counts_try boolean,
@@ -80,6 +82,9 @@ WITH r AS (
     lease_owner = NULL, lease_until = NULL,
     last_error = r.last_error,
     dead_reason = CASE WHEN r.next_status = 'dead' THEN r.dead_reason ELSE j.dead_reason END,
+    dead_signature = CASE WHEN r.sig IS NULL OR j.cancel_requested THEN j.dead_signature ELSE r.sig END,
+    dead_streak = CASE WHEN r.sig IS NULL OR j.cancel_requested THEN j.dead_streak
+                       WHEN j.dead_signature = r.sig THEN j.dead_streak + 1 ELSE 1 END,
     finished_at = CASE WHEN j.cancel_requested OR r.next_status <> 'scheduled' THEN now() END,
     updated_at = now()
   FROM r

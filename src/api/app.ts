@@ -14,6 +14,9 @@ import { clusterRoutes } from "./cluster-routes.ts";
 import { statsRoutes } from "./stats-routes.ts";
 import type { StatsHistory } from "../obs/stats-history.ts";
 import { asyncRoutes, LEASE_ROUTE } from "./async-routes.ts";
+import { dlqRoutes } from "./dlq-routes.ts";
+import { auditRoutes } from "./audit-routes.ts";
+import { auditAdminUse } from "./admin-audit.ts";
 import type { RegionAuthority } from "../region/authority.ts";
 
 export interface AppDeps {
@@ -68,6 +71,7 @@ export function createApp(deps: AppDeps) {
     // An async job's target is not an API user: its lease token (checked by the route) is
     // its credential. The home-region check below still applies: these are writes.
     app.use("/v1/*", (c, next) => (LEASE_ROUTE.test(c.req.path) ? next() : auth(c, next)));
+    app.use("/v1/*", auditAdminUse(db, log));
     // Only the home region writes; Fly's proxy replays the request there.
     app.use("/v1/*", async (c, next) => {
       const home = deps.authority?.current?.homeRegion ?? config.homeRegion;
@@ -81,6 +85,8 @@ export function createApp(deps: AppDeps) {
     app.route("/v1", jobsRoutes({ db, config }));
     app.route("/v1", schedulesRoutes({ db, config }));
     app.route("/v1", statsRoutes({ db, config, history: deps.history }));
+    app.route("/v1", dlqRoutes({ db, config, metrics }));
+    app.route("/v1", auditRoutes(db));
   }
   return app;
 }

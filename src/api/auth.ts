@@ -6,15 +6,25 @@ import { ApiError } from "./errors.ts";
 import type { Scope, TokenGrant } from "./tokens.ts";
 
 export interface Principal {
+  /** Who, for the audit log: "local", or the token's fingerprint (never the token itself). */
   actor: string;
   /** "*" sees every tenant. */
   tenant: string;
   scopes: ReadonlySet<Scope>;
+  /**
+   * Set by requireScope when this request was let through by the admin scope (an admin route,
+   * or a token standing in with admin for a scope it lacks): the request is then audited.
+   */
+  adminUsed?: boolean;
 }
 
 export type AppEnv = {
   Bindings: { server?: { requestIP(req: Request): { address: string } | null } };
-  Variables: { principal: Principal };
+  /**
+   * audited: the route writes an audit row of its own when it succeeds, so a successful admin
+   * request needs no generic admin.request row (see admin-audit.ts).
+   */
+  Variables: { principal: Principal; audited?: boolean };
 };
 
 const ALL_SCOPES: ReadonlySet<Scope> = new Set(["jobs:read", "jobs:write", "admin"]);
@@ -92,13 +102,31 @@ export function authenticate(o: AuthOptions): MiddlewareHandler<AppEnv> {
     if (!m) throw unauthorized("missing bearer token: send Authorization: Bearer <token>", client);
     const grant = matchToken(grants, m[1].trim());
     if (!grant) throw unauthorized("unknown bearer token", client);
-    c.set("principal", { actor: `token:${grant.token.slice(0, 4)}…`, tenant: grant.tenant, scopes: grant.scopes });
+    c.set("principal", { actor: tokenActor(grant), tenant: grant.tenant, scopes: grant.scopes });
     return next();
   };
 }
 
 export function requireScope(p: Principal, scope: Scope): void {
-  if (!p.scopes.has(scope) && !p.scopes.has("admin")) throw new ApiError(403, "forbidden", `this token lacks the ${scope} scope`);
+  if (scope !== "admin" && p.scopes.has(scope)) return;
+  if (!p.scopes.has("admin")) throw new ApiError(403, "forbidden", `this token lacks the ${scope} scope`);
+  p.adminUsed = true;
+}
+
+const actors = new WeakMap<TokenGrant, string>();
+
+/**
+ * A token's name in the audit log: its tenant and the first 12 hex digits of its SHA-256,
+ * which an operator can compute from a token they hold (`printf %s "$TOKEN" | sha256sum`)
+ * but which gives away nothing of the token itself.
+ */
+export function tokenActor(grant: TokenGrant): string {
+  let a = actors.get(grant);
+  if (!a) {
+    a = `token:${grant.tenant}:${createHash("sha256").update(grant.token).digest("hex").slice(0, 12)}`;
+    actors.set(grant, a);
+  }
+  return a;
 }
 
 /** The tenant a query is limited to: null for a token that sees all tenants. */

@@ -56,6 +56,7 @@ export function clusterRoutes(deps: ClusterRoutesDeps) {
     const p = c.get("principal");
     requireScope(p, "admin");
     const body = parseOrThrow(FailoverSchema, await readJson(c));
+    c.set("audited", true);
     try {
       const moved = await moveAuthority(db, { to: body.to, ttlMs: config.authorityTtlMs, action: "cluster.failover", by: { actor: p.actor, reason: body.reason ?? null } });
       return c.json({ failover: moved, cluster: clusterView(await read(), config) });

@@ -58,6 +58,8 @@ export function jobView(j: JobRow, attempts?: AttemptRow[], storedBody?: string)
     cancel_requested: j.cancel_requested,
     epoch: j.epoch === null ? null : Number(j.epoch),
     dead_reason: j.dead_reason,
+    // Times taken out of the dead-letter queue (the id stays; see GET /v1/dlq).
+    replays: j.replays,
     created_at: iso(j.created_at),
     updated_at: iso(j.updated_at),
     finished_at: iso(j.finished_at),

@@ -150,6 +150,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const id = c.req.param("id");
     const body = parseOrThrow(v.strictObject({ if_version: IF_VERSION, reason: REASON }), await readJson(c));
     if (!UUID.test(id)) throw notFound(`job ${id}`);
+    c.set("audited", true);
     const job = await cancelJob(db, id, tenantFilter(p), body.if_version ?? null, { actor: p.actor, reason: body.reason ?? null });
     if (job) return c.json(jobView(job), job.status === "running" ? 202 : 200);
     const current = await getJob(db, id, tenantFilter(p));
@@ -170,6 +171,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     if (!body.run_at && body.delay === undefined) throw badRequest("give run_at or delay", "run_at");
     if (!UUID.test(id)) throw notFound(`job ${id}`);
     const due = body.run_at ?? new Date(Date.now() + body.delay!);
+    c.set("audited", true);
     const job = await rescheduleJob(db, id, tenantFilter(p), due, body.if_version ?? null, { actor: p.actor, reason: body.reason ?? null });
     if (job) return c.json(jobView(job));
     const current = await getJob(db, id, tenantFilter(p));

@@ -44,7 +44,11 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     if (!SCHEDULE_ID.test(id)) throw notFound(`schedule ${id}`);
     return id;
   };
-  const by = (c: Context<AppEnv>, reason?: string | null) => ({ actor: principal(c).actor, reason: reason ?? null });
+  // Every change that takes `by` writes its own audit row when it succeeds.
+  const by = (c: Context<AppEnv>, reason?: string | null) => {
+    c.set("audited", true);
+    return { actor: principal(c).actor, reason: reason ?? null };
+  };
 
   /** Checks a complete set of fields; throws 400 naming the field. */
   const validate = async (f: ScheduleFields) => {
@@ -253,6 +257,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       backoff_max_ms: Number(s.backoff_max_ms), timeout_ms: Number(s.timeout_ms), expires_at: null,
       window_ms: 0, async: s.async ?? false, host_limits: s.host_limits ?? null,
     }]);
+    c.set("audited", true);
     await insertAudit(db, { actor: principal(c).actor, tenant: s.tenant, action: "schedule.triggered", objectId: s.id, reason: body.reason ?? null, details: { job_id: r.job.id } });
     return c.json(jobView(r.job), 201);
   });

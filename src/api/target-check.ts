@@ -2,21 +2,31 @@ import { assertTargetAllowed, TargetRefusedError } from "../worker/target-guard.
 import { ApiError } from "./errors.ts";
 
 /**
- * Refuses a private target at creation (400 naming the field). `seen` caches verdicts per
- * host within one request (a batch often names one host many times).
+ * Why a target would be refused, or null. `seen` caches verdicts per host within one request
+ * (a batch often names one host many times). A name that does not resolve yet is not
+ * refused: it may resolve by its due time, and delivery checks again.
  */
-export async function checkTarget(url: string, path: string, seen: Map<string, Promise<string | null>>): Promise<void> {
-  const host = new URL(url).host;
-  let verdict = seen.get(host);
+export async function targetRefusal(url: string, seen: Map<string, Promise<string | null>>, allowPrivate = false): Promise<string | null> {
+  let host: string;
+  try {
+    host = new URL(url).host;
+  } catch {
+    return "target url is not a valid absolute URL";
+  }
+  const key = `${allowPrivate ? "any" : "public"} ${host}`;
+  let verdict = seen.get(key);
   if (!verdict) {
-    verdict = assertTargetAllowed(url, { allowPrivate: false }).then(
+    verdict = assertTargetAllowed(url, { allowPrivate }).then(
       () => null,
-      // A name that does not resolve yet is not refused: it may resolve by its due time,
-      // and delivery checks again.
       (err) => (err instanceof TargetRefusedError ? err.message : null),
     );
-    seen.set(host, verdict);
+    seen.set(key, verdict);
   }
-  const refused = await verdict;
+  return verdict;
+}
+
+/** Refuses a private target at creation (400 naming the field). */
+export async function checkTarget(url: string, path: string, seen: Map<string, Promise<string | null>>): Promise<void> {
+  const refused = await targetRefusal(url, seen);
   if (refused) throw new ApiError(400, "target_refused", refused, path);
 }

@@ -4,9 +4,9 @@
  * quotas and the global dispatch rate, oldest first inside each (tenant, class).
  *
  * Classes: priority > 0 is high, 0 normal, < 0 low; catch-up runs (late by misfire or outage
- * recovery) count one class lower than their priority says. Aging bounds every wait: a job
- * late by k × agingMs is k classes higher, so after 2 × agingMs it competes with the
- * highest class, oldest first. Weights share the batch between classes that have work:
+ * recovery) and dead-letter replays count one class lower than their priority says. Aging
+ * bounds every wait: a job late by k × agingMs is k classes higher, so after 2 × agingMs it
+ * competes with the highest class, oldest first. Weights share the batch between classes that have work:
  * with 8:3:1, sustained high-priority load still leaves low priority 1 slot in 12.
  *
  * Pure: the dispatcher gives it candidates (a bounded sample per tenant and class, from
@@ -19,7 +19,7 @@ export interface Candidate {
   tenant: string;
   priority: number;
   dueMs: number;
-  /** A catch-up run (late by misfire policy or outage recovery). */
+  /** A catch-up run (late by misfire policy or outage recovery) or a dead-letter replay. */
   catchup: boolean;
 }
 

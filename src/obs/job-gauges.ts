@@ -24,8 +24,8 @@ export function registerJobGauges(metrics: Metrics, db: Db, cacheMs = 2000): voi
       try {
         const rows = await db.query<{ status: string; n: string }>(sql("CountJobsByStatus"));
         const due = (await db.query<{ n: string; overdue: string; oldest_age_s: string | null }>(sql("DueBacklog"), [OVERDUE_MS]))[0];
-        const dlqOldest = (await db.query<{ age_s: string | null }>(sql("DlqOldest")))[0];
         const lag = (await db.query<{ lag: number | string }>(sql("OutboxLag")))[0];
+        const dlqOldest = (await db.query<{ age_s: number | string }>(sql("DlqOldest")))[0];
         const tenantRows = await db.query<{ tenant: string; n: string; total: string }>(sql("DueBacklogByTenant"), [TOP_TENANTS]);
         const byTenant = tenantRows.map((r) => ({ tenant: r.tenant, n: Number(r.n) }));
         const tenantTotal = Number(tenantRows[0]?.total ?? 0);

@@ -20,6 +20,7 @@ export class Metrics {
   readonly executionDuration = new client.Histogram({ name: "scheduler_execution_duration_seconds", help: "Call start to answer", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly endToEnd = new client.Histogram({ name: "scheduler_end_to_end_seconds", help: "Due instant to succeeded", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly dlqIngress = new client.Counter({ name: "scheduler_dlq_ingress_total", help: "Jobs that became dead", registers: [this.registry] });
+  readonly dlqReplays = new client.Counter({ name: "scheduler_dlq_replays_total", help: "Dead jobs put back to scheduled by a replay, by mode: single or bulk", labelNames: ["mode"], registers: [this.registry] });
   readonly leaseExpiries = new client.Counter({ name: "scheduler_lease_expiries_total", help: "Claims recovered by the reaper after their lease passed", labelNames: ["state"], registers: [this.registry] });
   readonly duplicateAttempts = new client.Counter({ name: "scheduler_duplicate_attempts_total", help: "Calls that may repeat an earlier delivery: late completions rejected and lost in-flight attempts retried", registers: [this.registry] });
   readonly staleDispatches = new client.Counter({ name: "scheduler_stale_dispatches_total", help: "Claimed jobs not called because they were cancelled, rescheduled or reclaimed after the claim", registers: [this.registry] });

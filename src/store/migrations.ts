@@ -10,6 +10,7 @@ import m008 from "../../sql/migrations/008_queue_order.sql" with { type: "text" 
 import m012 from "../../sql/migrations/012_stats.sql" with { type: "text" };
 import m010 from "../../sql/migrations/010_async_jobs.sql" with { type: "text" };
 import m011 from "../../sql/migrations/011_payloads_retention.sql" with { type: "text" };
+import m009 from "../../sql/migrations/009_dlq.sql" with { type: "text" };
 
 export interface Migration { version: number; name: string; sql: string }
 
@@ -22,6 +23,7 @@ export const MIGRATIONS: Migration[] = [
   { version: 6, name: "006_fair_dispatch", sql: m006 },
   { version: 7, name: "007_host_limits", sql: m007 },
   { version: 8, name: "008_queue_order", sql: m008 },
+  { version: 9, name: "009_dlq", sql: m009 },
   { version: 10, name: "010_async_jobs", sql: m010 },
   { version: 11, name: "011_payloads_retention", sql: m011 },
   { version: 12, name: "012_stats", sql: m012 },

@@ -13,6 +13,8 @@ import statsSql from "../../sql/queries/stats.sql" with { type: "text" };
 import asyncSql from "../../sql/queries/async.sql" with { type: "text" };
 import payloadsSql from "../../sql/queries/payloads.sql" with { type: "text" };
 import retentionSql from "../../sql/queries/retention.sql" with { type: "text" };
+import dlqSql from "../../sql/queries/dlq.sql" with { type: "text" };
+import auditSql from "../../sql/queries/audit.sql" with { type: "text" };
 
 export function parseNamedQueries(text: string): Map<string, string> {
   const out = new Map<string, string>();
@@ -36,7 +38,7 @@ export function parseNamedQueries(text: string): Map<string, string> {
 }
 
 const QUERIES = new Map<string, string>();
-for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, asyncSql, payloadsSql, retentionSql]) {
+for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, asyncSql, payloadsSql, retentionSql, dlqSql, auditSql]) {
   for (const [k, v] of parseNamedQueries(file)) {
     if (QUERIES.has(k)) throw new Error(`query ${k} is defined twice in sql/queries`);
     QUERIES.set(k, v);

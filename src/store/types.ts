@@ -73,6 +73,12 @@ export interface JobRow {
   checkpoint: string | null;
   /** Async jobs: the running attempt's execution ceiling. */
   deadline_at: Date | null;
+  /** Dead letters (009_dlq.sql): stored shape, replays, how it last died, replay class. */
+  schema_version: number;
+  replays: number;
+  dead_signature: string | null;
+  dead_streak: number;
+  replay: boolean;
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;

@@ -26,6 +26,7 @@ const ID_ROUTES: Record<string, { obj: Obj; body?: unknown }> = {
   "POST /v1/schedules/:id/pause": { obj: "schedule", body: {} },
   "POST /v1/schedules/:id/resume": { obj: "schedule", body: {} },
   "POST /v1/schedules/:id/trigger": { obj: "schedule", body: {} },
+  "POST /v1/dlq/:id/replay": { obj: "job", body: { reason: "tenancy check" } },
 };
 /** Listings: must not show another tenant's objects (checked below). */
 const LISTINGS = new Set(["GET /v1/jobs", "GET /v1/schedules"]);
@@ -34,8 +35,11 @@ const LISTINGS = new Set(["GET /v1/jobs", "GET /v1/schedules"]);
  * names one job's attempt, and another job's token is refused (test/worker/async-jobs.test.ts).
  */
 const LEASE_TOKEN_ROUTES = new Set(["POST /v1/jobs/:id/heartbeat", "POST /v1/jobs/:id/complete"]);
-/** Figures scoped to the token's tenant (test/obs/stats.test.ts checks a tenant sees only its own). */
-const TENANT_AGGREGATES = new Set(["GET /v1/stats"]);
+/**
+ * Figures and bulk actions scoped to the token's tenant: test/obs/stats.test.ts and
+ * test/dlq/dlq-api.test.ts check that a tenant sees and replays only its own.
+ */
+const TENANT_AGGREGATES = new Set(["GET /v1/stats", "GET /v1/dlq", "POST /v1/dlq/replay", "GET /v1/audit"]);
 /** Routes that name no existing object of a tenant (creation is tested in auth.test.ts; cluster is admin). */
 const NO_TENANT_OBJECT = new Set(["POST /v1/jobs", "POST /v1/jobs/batch", "POST /v1/schedules", "GET /v1/cluster", "POST /v1/cluster/failover"]);
 
