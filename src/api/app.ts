@@ -11,6 +11,8 @@ import { jobsRoutes } from "./jobs-routes.ts";
 import { schedulesRoutes } from "./schedules-routes.ts";
 import { clusterRoutes } from "./cluster-routes.ts";
 import type { RegionAuthority } from "../region/authority.ts";
+import { openApiRoutes } from "./openapi/openapi-routes.ts";
+import pkg from "../../package.json" with { type: "json" };
 
 export interface AppDeps {
   db: Db;
@@ -50,6 +52,8 @@ export function createApp(deps: AppDeps) {
   });
 
   if (deps.serveApi) {
+    // Outside /v1: no token. Documenting a route: src/api/openapi/*-docs.ts.
+    app.route("/", openApiRoutes(pkg.version));
     app.use(
       "/v1/*",
       bodyLimit({
