@@ -48,32 +48,41 @@ function inlineObject(s: Json): Json | undefined {
   return undefined;
 }
 
-/** One row per field, nested inline objects flattened as a.b and a[].b. */
-function fieldRows(obj: Json, prefix = ""): string {
+type Resolve = (ref: string) => Json | undefined;
+
+/**
+ * One row per field, nested objects flattened as a.b and a[].b; a field that names a
+ * component (target → Target) is opened in place too, so a request body reads top to bottom.
+ */
+function fieldRows(obj: Json, resolve: Resolve, prefix = "", open: ReadonlySet<string> = new Set()): string {
   const required = new Set<string>(obj.required ?? []);
   return Object.entries(obj.properties ?? {}).map(([name, s]: [string, any]) => {
     const full = `${prefix}${name}`;
     const row = `<tr><td><code>${esc(full)}</code>${required.has(name) ? ' <span class="req">required</span>' : ""}</td><td>${typeOf(s)}</td><td>${[text(description(s)), constraints(s)].filter(Boolean).join("<br>")}</td></tr>`;
-    const inner = s.$ref ? undefined : inlineObject(s);
-    return row + (inner ? fieldRows(inner, `${full}${s.type === "array" ? "[]" : ""}.`) : "");
+    const ref: string | undefined = s.$ref ?? s.items?.$ref;
+    const target = ref ? (open.has(ref) ? undefined : resolve(ref)) : s;
+    const inner = target && inlineObject(target);
+    return row + (inner ? fieldRows(inner, resolve, `${full}${s.type === "array" ? "[]" : ""}.`, ref ? new Set([...open, ref]) : open) : "");
   }).join("");
 }
 
-function schemaBlock(s: Json | undefined): string {
+/** `expand`: open a top-level $ref (a request body) instead of only linking to it. */
+function schemaBlock(s: Json | undefined, resolve: Resolve, expand = false): string {
   if (!s) return "";
-  const obj = s.$ref ? undefined : inlineObject(s);
+  const target = s.$ref ? (expand ? resolve(s.$ref) : undefined) : s;
+  const obj = target && inlineObject(target);
   const head = `<p>${typeOf(s)}${obj && obj.additionalProperties === false ? " (no other fields)" : ""}</p>`;
-  return head + (obj ? `<table><tr><th>field</th><th>type</th><th>notes</th></tr>${fieldRows(obj)}</table>` : "");
+  return head + (obj ? `<table><tr><th>field</th><th>type</th><th>notes</th></tr>${fieldRows(obj, resolve, "", new Set(s.$ref ? [s.$ref] : []))}</table>` : "");
 }
 
-function operation(method: string, path: string, op: Json): string {
+function operation(method: string, path: string, op: Json, resolve: Resolve): string {
   const params = (op.parameters ?? []) as Json[];
   const body = op.requestBody?.content?.["application/json"]?.schema;
   return `<section class="op" id="${esc(op.operationId)}">
 <h3><span class="m m-${esc(method)}">${esc(method.toUpperCase())}</span> <code>${esc(path)}</code>${op.security?.length === 0 ? ' <span class="open">no token</span>' : ""}</h3>
 <p><b>${text(op.summary)}</b></p><p>${text(op.description)}</p>
 ${params.length ? `<h4>Parameters</h4><table><tr><th>name</th><th>in</th><th>type</th><th>notes</th></tr>${params.map((p) => `<tr><td><code>${esc(p.name)}</code>${p.required ? ' <span class="req">required</span>' : ""}</td><td>${esc(p.in)}</td><td>${typeOf(p.schema)}</td><td>${[text(p.description), constraints(p.schema ?? {})].filter(Boolean).join("<br>")}</td></tr>`).join("")}</table>` : ""}
-${body ? `<h4>Request body${op.requestBody.required ? "" : " (optional)"}</h4>${schemaBlock(body)}` : ""}
+${body ? `<h4>Request body${op.requestBody.required ? "" : " (optional)"}</h4>${schemaBlock(body, resolve, true)}` : ""}
 <h4>Responses</h4><table><tr><th>status</th><th>meaning</th><th>body</th></tr>${Object.entries(op.responses ?? {}).map(([status, r]: [string, any]) => {
     const [type, media] = Object.entries(r.content ?? {})[0] ?? [];
     return `<tr><td>${esc(status)}</td><td>${text(r.description)}</td><td>${media ? `${typeOf((media as Json).schema)}${type !== "application/json" ? ` (${esc(type)})` : ""}` : ""}</td></tr>`;
@@ -88,8 +97,9 @@ export function renderDocsPage(doc: Json): string {
     for (const [method, op] of Object.entries(item as Json)) ops.push({ tag: op.tags?.[0] ?? "Other", method, path, op });
   }
   const tags = [...new Set(ops.map((o) => o.tag))];
+  const resolve: Resolve = (ref) => doc.components?.schemas?.[refName(ref)];
   const toc = tags.map((t) => `<li>${esc(t)}<ul>${ops.filter((o) => o.tag === t).map((o) => `<li><a href="#${esc(o.op.operationId)}"><code>${esc(o.method.toUpperCase())} ${esc(o.path)}</code></a> ${text(o.op.summary)}</li>`).join("")}</ul></li>`).join("");
-  const schemas = Object.entries((doc.components?.schemas ?? {}) as Json).map(([name, s]) => `<section class="schema" id="schema-${esc(name)}"><h3>${esc(name)}</h3><p>${text(description(s))}</p>${schemaBlock(s)}</section>`).join("\n");
+  const schemas = Object.entries((doc.components?.schemas ?? {}) as Json).map(([name, s]) => `<section class="schema" id="schema-${esc(name)}"><h3>${esc(name)}</h3><p>${text(description(s))}</p>${schemaBlock(s, resolve)}</section>`).join("\n");
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${esc(doc.info.title)} ${esc(doc.info.version)} — API reference</title>
@@ -106,7 +116,7 @@ th{background:#fafafa}.op,.schema{border-top:1px solid #ccc;padding-top:.5rem;ma
 <p>${text(doc.info.description)}</p>
 <p>Send <code>Authorization: Bearer &lt;token&gt;</code> except where a route says <span class="open">no token</span>. ${text(doc.components?.securitySchemes?.bearer?.description)} Errors have one shape: ${refLink("#/components/schemas/Error")}. The machine-readable document: <a href="openapi.json"><code>/openapi.json</code></a> (OpenAPI ${esc(doc.openapi)}).</p>
 <h2>Routes</h2><ul>${toc}</ul>
-${tags.map((t) => `<h2>${esc(t)}</h2>${ops.filter((o) => o.tag === t).map((o) => operation(o.method, o.path, o.op)).join("\n")}`).join("\n")}
+${tags.map((t) => `<h2>${esc(t)}</h2>${ops.filter((o) => o.tag === t).map((o) => operation(o.method, o.path, o.op, resolve)).join("\n")}`).join("\n")}
 <h2>Schemas</h2>
 ${schemas}
 </body></html>
