@@ -81,6 +81,7 @@ function operation(doc: RouteDoc): Json {
   op.responses = Object.fromEntries(
     Object.entries(doc.responses).sort(([a], [b]) => Number(a) - Number(b)).map(([status, r]) => [status, {
       description: r.description,
+      ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([h, d]) => [h, { description: d, schema: { type: "string" } }])) } : {}),
       ...(r.schema ? { content: { [r.contentType ?? "application/json"]: { schema: schemaOf(r.schema) } } } : {}),
     }]),
   );

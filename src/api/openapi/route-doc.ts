@@ -33,6 +33,7 @@ export interface Response {
   schema?: ComponentName | v.GenericSchema;
   /** application/json unless said. */
   contentType?: string;
+  /** Response headers: name → description. */
   headers?: Record<string, string>;
 }
 
@@ -48,9 +49,14 @@ const ERRORS: Record<number, string> = {
   503: "Not available yet.",
 };
 
+const ERROR_HEADERS: Record<number, Record<string, string>> = {
+  401: { "www-authenticate": "Bearer" },
+  409: { "fly-replay": "region=<home region>, on a write outside the home region: Fly's proxy replays the request there." },
+};
+
 /** The standard error answers, in the one error shape. */
 export function errors(...codes: number[]): Record<number, Response> {
-  return Object.fromEntries(codes.map((c) => [c, json("Error", ERRORS[c] ?? "Error.")]));
+  return Object.fromEntries(codes.map((c) => [c, { ...json("Error", ERRORS[c] ?? "Error."), ...(ERROR_HEADERS[c] ? { headers: ERROR_HEADERS[c] } : {}) }]));
 }
 
 /** Errors every token-protected route can answer. */
