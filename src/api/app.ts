@@ -18,6 +18,8 @@ import { dlqRoutes } from "./dlq-routes.ts";
 import { auditRoutes } from "./audit-routes.ts";
 import { auditAdminUse } from "./admin-audit.ts";
 import type { RegionAuthority } from "../region/authority.ts";
+import { openApiRoutes } from "./openapi/openapi-routes.ts";
+import pkg from "../../package.json" with { type: "json" };
 
 export interface AppDeps {
   db: Db;
@@ -59,6 +61,8 @@ export function createApp(deps: AppDeps) {
   });
 
   if (deps.serveApi) {
+    // Outside /v1: no token. Documenting a route: src/api/openapi/*-docs.ts.
+    app.route("/", openApiRoutes(pkg.version));
     app.use(
       "/v1/*",
       bodyLimit({

@@ -15,7 +15,7 @@ export interface ClusterRoutesDeps {
 }
 
 export const REGION_NAME = v.pipe(v.string("must be a string"), v.regex(/^[a-z0-9-]{1,32}$/, "must be a region name like iad or local"));
-const FailoverSchema = v.strictObject({ to: REGION_NAME, reason: REASON });
+export const FailoverSchema = v.strictObject({ to: REGION_NAME, reason: REASON });
 
 /** The cluster as this process sees it: GET /v1/cluster, and the CLI's output. */
 export function clusterView(row: AuthorityRow, config: ClusterRoutesDeps["config"]) {

@@ -19,6 +19,8 @@ export const MAX_ASYNC_TIMEOUT_MS = 7 * 86_400_000;
 export const durationField = (max: number) =>
   v.pipe(
     v.union([v.string(), v.number()], 'must be a duration like "30s" or whole milliseconds'),
+    // Before the transform: the OpenAPI document describes the input up to the first transform.
+    v.description(`A duration: "250ms", "30s", "5m", "2h", "1d" or whole milliseconds (at most ${max} ms).`),
     v.rawTransform(({ dataset, addIssue, NEVER }) => {
       try {
         const ms = parseDuration(dataset.value);
@@ -46,6 +48,7 @@ function fieldsInRange(s: string): boolean {
 export const instantField = v.pipe(
   v.string("must be an RFC 3339 instant like 2026-12-01T09:00:00Z"),
   v.regex(INSTANT, "must be an RFC 3339 instant with an offset or Z, like 2026-12-01T09:00:00Z"),
+  v.description("An RFC 3339 instant with an offset or Z, like 2026-12-01T09:00:00Z."),
   // Date rolls impossible fields over (Feb 30 → Mar 2, 24:00 → next day): refuse them instead.
   v.check(fieldsInRange, "is not a real date and time"),
   v.transform((s) => new Date(s)),
@@ -58,7 +61,7 @@ export const TargetSchema = v.strictObject({
     v.maxLength(2048, "must be at most 2048 characters"),
     v.check((u) => checkTargetUrlSyntax(u) === null, (i) => checkTargetUrlSyntax(String(i.input)) ?? "invalid URL"),
   ),
-  method: v.optional(v.pipe(v.string(), v.transform((m) => m.toUpperCase()), v.picklist(METHODS, `must be one of ${METHODS.join(", ")}`)), "POST"),
+  method: v.optional(v.pipe(v.string(), v.description(`One of ${METHODS.join(", ")} (any case).`), v.transform((m) => m.toUpperCase()), v.picklist(METHODS, `must be one of ${METHODS.join(", ")}`)), "POST"),
   headers: v.optional(
     v.pipe(
       v.record(

@@ -13,7 +13,11 @@ import { IF_VERSION, queryInt as int, readJson, REASON } from "./request.ts";
 import { checkTarget } from "./target-check.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const MAX_BATCH = 1000;
+export const MAX_BATCH = 1000;
+
+// Exported for the OpenAPI document (src/api/openapi/), which documents these very schemas.
+export const JobCancelSchema = v.strictObject({ if_version: IF_VERSION, reason: REASON });
+export const JobRescheduleSchema = v.strictObject({ run_at: v.optional(instantField), delay: v.optional(JobInputSchema.entries.delay.wrapped), if_version: IF_VERSION, reason: REASON });
 
 export interface JobsRoutesDeps {
   db: Db;
@@ -148,7 +152,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const p = principal(c);
     requireScope(p, "jobs:write");
     const id = c.req.param("id");
-    const body = parseOrThrow(v.strictObject({ if_version: IF_VERSION, reason: REASON }), await readJson(c));
+    const body = parseOrThrow(JobCancelSchema, await readJson(c));
     if (!UUID.test(id)) throw notFound(`job ${id}`);
     c.set("audited", true);
     const job = await cancelJob(db, id, tenantFilter(p), body.if_version ?? null, { actor: p.actor, reason: body.reason ?? null });
@@ -163,10 +167,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const p = principal(c);
     requireScope(p, "jobs:write");
     const id = c.req.param("id");
-    const body = parseOrThrow(
-      v.strictObject({ run_at: v.optional(instantField), delay: v.optional(JobInputSchema.entries.delay.wrapped), if_version: IF_VERSION, reason: REASON }),
-      await readJson(c),
-    );
+    const body = parseOrThrow(JobRescheduleSchema, await readJson(c));
     if (body.run_at && body.delay !== undefined) throw badRequest("give run_at or delay, not both", "delay");
     if (!body.run_at && body.delay === undefined) throw badRequest("give run_at or delay", "run_at");
     if (!UUID.test(id)) throw notFound(`job ${id}`);

@@ -16,7 +16,12 @@ import { checkTarget } from "./target-check.ts";
 import * as v from "valibot";
 
 const DAY = 86_400_000;
-const MAX_PREVIEW = 1000;
+export const MAX_PREVIEW = 1000;
+
+// Exported for the OpenAPI document (src/api/openapi/), which documents these very schemas.
+/** Body of /pause and /resume. */
+export const ScheduleActionSchema = v.strictObject({ if_version: IF_VERSION, reason: REASON });
+export const ScheduleTriggerSchema = v.strictObject({ reason: REASON });
 
 export interface SchedulesRoutesDeps {
   db: Db;
@@ -211,11 +216,9 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     return view(r.row);
   };
 
-  const ActionBody = v.strictObject({ if_version: IF_VERSION, reason: REASON });
-
   app.post("/schedules/:id/pause", async (c) => {
     requireScope(principal(c), "jobs:write");
-    const body = parseOrThrow(ActionBody, await readJson(c));
+    const body = parseOrThrow(ScheduleActionSchema, await readJson(c));
     const id = idOf(c);
     const r = await updateSchedule(db, tenantOf(c), id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.paused" }, (cur) => ({
       ...fieldsOf(cur), paused: true, paused_reason: body.reason ?? "paused by request",
@@ -225,7 +228,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
 
   app.post("/schedules/:id/resume", async (c) => {
     requireScope(principal(c), "jobs:write");
-    const body = parseOrThrow(ActionBody, await readJson(c));
+    const body = parseOrThrow(ScheduleActionSchema, await readJson(c));
     const id = idOf(c);
     // next_fire_at stays where it stopped: the misfire policy decides what the pause missed.
     const r = await updateSchedule(db, tenantOf(c), id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.resumed" }, (cur) => ({
@@ -244,7 +247,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
 
   app.post("/schedules/:id/trigger", async (c) => {
     requireScope(principal(c), "jobs:write");
-    const body = parseOrThrow(v.strictObject({ reason: REASON }), await readJson(c));
+    const body = parseOrThrow(ScheduleTriggerSchema, await readJson(c));
     const id = idOf(c);
     const s = await getSchedule(db, tenantOf(c), id);
     if (!s) throw notFound(`schedule ${id}`);

@@ -163,6 +163,16 @@ describe("compiled binary", () => {
       const job = (await got.json()) as { id?: string; status?: string };
       expect(job.id).toBe(jobId);
       expect(job.status).toBe("scheduled");
+
+      // The API reference is built at run time from the schemas (@valibot/to-json-schema).
+      const spec = await fetch(`${base()}/openapi.json`);
+      expect(spec.status).toBe(200);
+      const document = (await spec.json()) as { openapi?: string; paths?: Record<string, unknown> };
+      expect(document.openapi).toStartWith("3.1");
+      expect(Object.keys(document.paths ?? {})).toContain("/v1/jobs/{id}");
+      const page = await fetch(`${base()}/docs`);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain("<code>/v1/schedules/{id}</code>");
     } finally {
       stopped = await stop(proc);
     }
