@@ -27,8 +27,8 @@ export const LEASE_ROUTE = /^\/v1\/jobs\/[^/]+\/(heartbeat|complete)$/;
 
 const LEASE_TOKEN = v.pipe(v.string("must be the Scheduler-Lease-Token the call carried"), v.maxLength(200, "is not a lease token"));
 
-const HeartbeatSchema = v.strictObject({ lease_token: LEASE_TOKEN, checkpoint: v.optional(v.unknown()) });
-const CompleteSchema = v.strictObject({
+export const HeartbeatSchema = v.strictObject({ lease_token: LEASE_TOKEN, checkpoint: v.optional(v.unknown()) });
+export const CompleteSchema = v.strictObject({
   lease_token: LEASE_TOKEN,
   outcome: v.picklist(["succeeded", "failed"], "must be succeeded or failed"),
   error: v.optional(v.pipe(v.string("must be a string"), v.maxLength(2000, "must be at most 2000 characters"))),

@@ -14,8 +14,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // Why: a replay is a production action; the audit log keeps it.
 const WHY = v.pipe(v.string("must be a string"), v.trim(), v.minLength(1, "must say why"), v.maxLength(1000, "must be at most 1000 characters"));
 
-const ReplayOneSchema = v.strictObject({ reason: WHY, force: v.optional(v.boolean("must be true or false"), false) });
-const BulkSchema = v.strictObject({
+export const ReplayOneSchema = v.strictObject({ reason: WHY, force: v.optional(v.boolean("must be true or false"), false) });
+export const BulkReplaySchema = v.strictObject({
   filter: v.optional(DeadFilterSchema, {}),
   rate_per_sec: v.optional(v.pipe(v.number("must be a number"), v.minValue(0.001, "must be above 0"), v.maxValue(1_000_000, "must be at most 1000000"))),
   reason: v.optional(WHY),
@@ -58,7 +58,7 @@ export function dlqRoutes(d: ReplayDeps) {
   app.post("/dlq/replay", async (c) => {
     const p = c.get("principal");
     requireScope(p, "admin");
-    const body = parseOrThrow(BulkSchema, await readJson(c));
+    const body = parseOrThrow(BulkReplaySchema, await readJson(c));
     if (!body.dry_run && body.reason === undefined) throw badRequest("reason is required (why these jobs are replayed; kept in the audit log)", "reason");
     // A dry run changes nothing: the generic admin.request row records it.
     if (!body.dry_run) c.set("audited", true);

@@ -19,14 +19,8 @@ import { bearer, HOOK } from "./support.ts";
  * not yet in the app. When one of them lands, delete it here (the test below fails until
  * you do, so the list cannot go stale).
  */
-const COMING_FROM_OTHER_BRANCHES = new Set([
-  "GET /v1/dlq",
-  "POST /v1/dlq/{id}/replay",
-  "POST /v1/dlq/replay",
-  "GET /v1/audit",
-  "POST /v1/jobs/{id}/heartbeat",
-  "POST /v1/jobs/{id}/complete",
-]);
+/** Documented routes not (yet) served: none now; a route documented ahead of its code goes here. */
+const COMING_FROM_OTHER_BRANCHES = new Set<string>([]);
 
 const TOKENS = "tokW:acme:jobs:read,jobs:write;tokAll:*:admin";
 const W = bearer("tokW");
@@ -88,7 +82,8 @@ describe("OpenAPI document", () => {
 
   test("no-token routes say so; every other route needs the bearer token", () => {
     const open = Object.entries(doc.paths as Doc).flatMap(([path, item]) => Object.entries(item as Doc).filter(([, op]) => Array.isArray(op.security) && op.security.length === 0).map(([m]) => `${m.toUpperCase()} ${path}`));
-    expect(open.sort()).toEqual(["GET /docs", "GET /healthz", "GET /metrics", "GET /openapi.json", "GET /readyz"]);
+    // The async callbacks take the job's lease token in the body instead of a bearer token.
+    expect(open.sort()).toEqual(["GET /docs", "GET /healthz", "GET /metrics", "GET /openapi.json", "GET /readyz", "POST /v1/jobs/{id}/complete", "POST /v1/jobs/{id}/heartbeat"]);
   });
 
   test("the POST /v1/jobs request schema accepts and rejects what the route does", async () => {

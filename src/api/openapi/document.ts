@@ -5,10 +5,11 @@ import type { Response, RouteDoc } from "./route-doc.ts";
 import { jobsDocs } from "./jobs-docs.ts";
 import { opsDocs } from "./ops-docs.ts";
 import { schedulesDocs } from "./schedules-docs.ts";
-import { upcomingDocs } from "./upcoming-docs.ts";
+import { dlqDocs } from "./dlq-docs.ts";
+import { asyncDocs } from "./async-docs.ts";
 
 /** Every documented route. A new area's list goes here. */
-export const ROUTE_DOCS: RouteDoc[] = [...opsDocs, ...jobsDocs, ...schedulesDocs, ...upcomingDocs];
+export const ROUTE_DOCS: RouteDoc[] = [...opsDocs, ...jobsDocs, ...schedulesDocs, ...dlqDocs, ...asyncDocs];
 
 type Json = Record<string, unknown>;
 

@@ -42,6 +42,24 @@ export const opsDocs: RouteDoc[] = [
     responses: { 200: json(Cluster, "The cluster as this process sees it."), ...errors(401, 403, 503) },
   },
   {
+    method: "get", path: "/v1/stats", tag: "Operations", auth: "jobs:read",
+    summary: "Health facts on one page (what the dashboard and `scheduler status` show)",
+    description: "A tenant's token sees its own tenant's figures, without the cluster-wide history and per-tenant backlog.",
+    query: v.object({ window: v.optional(v.pipe(v.number(), v.integer(), v.minValue(10), v.maxValue(3600), v.description("Seconds of recent attempts for outcomes and start lag (default 300).")), 300) }),
+    responses: {
+      200: json(v.object({
+        at: v.string(), tenant: v.nullable(v.string()), jobs: v.record(v.string(), v.number()),
+        due_backlog: v.number(), overdue: v.number(), oldest_due_age_seconds: v.number(), queue_depth: v.number(),
+        dlq: v.object({ jobs: v.number(), oldest_age_seconds: v.number() }),
+        recent: v.object({ window_seconds: v.number(), by_outcome: v.record(v.string(), v.number()), start_lag: v.record(v.string(), v.nullable(v.number())), execution: v.record(v.string(), v.nullable(v.number())), lag_histogram: v.array(v.object({ le: v.nullable(v.number()), count: v.number() })) }),
+        tenants_due_backlog: v.array(v.object({ tenant: v.string(), due_backlog: v.number() })),
+        cluster: v.nullable(Cluster),
+        history: v.array(v.object({ at: v.string(), due_backlog: v.number(), queue_depth: v.number(), running: v.number(), dead: v.number(), finished: v.record(v.string(), v.number()) })),
+      }), "The figures."),
+      ...errors(400, 401, 403),
+    },
+  },
+  {
     method: "post", path: "/v1/cluster/failover", tag: "Cluster", auth: "admin",
     summary: "Move the home region (served in every region)",
     body: FailoverSchema,
