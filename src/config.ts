@@ -73,7 +73,7 @@ export interface Config {
   /** A dead job that died the same way after this many replays is quarantined. */
   dlqQuarantineAfter: number;
   /** Redis due-time index: how far ahead it holds jobs, its shards and key prefix. */
-  index: { windowMs: number; shards: number; prefix: string; reconcileMs: number };
+  index: { windowMs: number; prefix: string; reconcileMs: number };
   jobDefaults: { maxAttempts: number; backoffBaseMs: number; backoffMaxMs: number; timeoutMs: number };
   /**
    * Per target host (host:port), in each worker process: calls per second and calls in flight
@@ -82,6 +82,8 @@ export interface Config {
    * raised back by successes.
    */
   hostLimits: { ratePerSec?: number; concurrency?: number; floorPerSec: number };
+  /** Dispatch shards: the due-time space is cut into this many, each held by one dispatcher. */
+  shards: number;
   /** How often an api process samples backlog and throughput for the dashboard's charts. */
   statsIntervalMs: number;
   /** Pre-staging: due jobs are claimed this early and held by workers until due (0: off). */
@@ -176,7 +178,6 @@ const ENV_SCHEMA = {
   SCHEDULER_CATCHUP_RATE: int(1, 1_000_000),
   SCHEDULER_DLQ_QUARANTINE_AFTER: int(1, 1000),
   SCHEDULER_INDEX_WINDOW: duration(1000),
-  SCHEDULER_INDEX_SHARDS: int(1, 1024),
   SCHEDULER_INDEX_RECONCILE: duration(100),
   SCHEDULER_AUTHORITY_TTL: duration(1000),
   SCHEDULER_PRIORITY_WEIGHTS: v.pipe(v.string(), v.regex(/^\s*\d{1,4}\s*,\s*\d{1,4}\s*,\s*\d{1,4}\s*$/, "must be three whole numbers high,normal,low like 8,3,1")),
@@ -190,6 +191,7 @@ const ENV_SCHEMA = {
   SCHEDULER_HOST_CONCURRENCY: int(1, 10_000),
   SCHEDULER_PRESTAGE: duration(0),
   SCHEDULER_STATS_INTERVAL: duration(100),
+  SCHEDULER_SHARDS: int(1, 1024),
   SCHEDULER_RESERVED_SLOTS: v.pipe(
     v.string(),
     v.regex(/^\s*\d{1,5}\s*:\s*-?\d{1,9}\s*$/, "must be SLOTS:MIN_PRIORITY, like 10:1 (10 worker slots only for jobs of priority 1 or more)"),
@@ -319,7 +321,6 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     },
     index: {
       windowMs: read(env, "SCHEDULER_INDEX_WINDOW") ?? 3_600_000,
-      shards: read(env, "SCHEDULER_INDEX_SHARDS") ?? 8,
       prefix: read(env, "SCHEDULER_INDEX_PREFIX") ?? "scheduler",
       reconcileMs: read(env, "SCHEDULER_INDEX_RECONCILE") ?? 2_000,
     },
@@ -337,6 +338,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     prestageMs,
     reservedSlots,
     statsIntervalMs: read(env, "SCHEDULER_STATS_INTERVAL") ?? 10_000,
+    shards: read(env, "SCHEDULER_SHARDS") ?? 16,
   };
 }
 

@@ -9,6 +9,7 @@ import { IndexKeeper } from "./index/index-keeper.ts";
 import { openIndex } from "./index/open-index.ts";
 import { createLogger, type Logger } from "./obs/log.ts";
 import { registerJobGauges } from "./obs/job-gauges.ts";
+import { registerShardGauges } from "./obs/shard-gauges.ts";
 import { Metrics } from "./obs/metrics.ts";
 import type { Db } from "./store/db.ts";
 import { migrate } from "./store/migrate.ts";
@@ -64,6 +65,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   }
   const metrics = new Metrics();
   registerJobGauges(metrics, db);
+  registerShardGauges(metrics, db, { shards: config.shards, log });
   const rt: Runtime = { config, db, log, metrics, stop: async () => {} };
   const want = (m: string) => config.mode === "all" || config.mode === m;
   // Every process follows the region authority: the API for fly-replay and /v1/cluster,
@@ -105,6 +107,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       onQueued: () => rt.worker?.poke(),
       localWorker: rt.worker,
       catchupPerSecond: config.catchupPerSecond, prestageMs: config.prestageMs, reservedSlots: config.reservedSlots,
+      shards: config.shards,
       index: rt.index,
       authority: rt.authority,
       flow: config.flow,

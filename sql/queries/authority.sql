@@ -7,8 +7,12 @@ INSERT INTO region_authority (home_region, lease_until) VALUES ($1, now() + make
 ON CONFLICT (id) DO NOTHING;
 
 -- name: AuthorityGet
+-- leader: the coordinator (lease 'dispatch'); leader_term: the highest epoch of a shard held
+-- now, the fencing term claims are stamped with (the coordinator's own when no shard is held).
 SELECT a.home_region, a.generation, a.holder, a.lease_until, a.changed_at, now() AS db_now,
-  l.owner AS leader, l.epoch AS leader_term, l.lease_until AS leader_until
+  l.owner AS leader,
+  coalesce((SELECT max(s.epoch) FROM leases s WHERE s.name LIKE 'dispatch:%' AND s.owner IS NOT NULL AND s.lease_until > now()), l.epoch) AS leader_term,
+  l.lease_until AS leader_until
 FROM region_authority a LEFT JOIN leases l ON l.name = 'dispatch';
 
 -- name: AuthorityRenew
@@ -28,9 +32,11 @@ UPDATE region_authority SET home_region = $1, generation = generation + 1, holde
 RETURNING home_region, generation, lease_until;
 
 -- name: AuthorityResetDispatchLease
--- A new generation starts a new leader term: the old leader's renewals fail at once, and the
--- next leader (in the new home) starts at term 1.
-UPDATE leases SET owner = NULL, epoch = 0, lease_until = '-infinity' WHERE name = 'dispatch';
+-- A new generation starts a new leader term: the old leader's and the old shard holders'
+-- renewals fail at once, the next ones (in the new home) start at term 1, and the old home's
+-- dispatchers no longer count as members (the new home's take every shard at once).
+WITH members AS (DELETE FROM leases WHERE name LIKE 'dispatcher:%')
+UPDATE leases SET owner = NULL, epoch = 0, lease_until = '-infinity' WHERE name = 'dispatch' OR name LIKE 'dispatch:%';
 
 -- name: AuthorityRequeue
 -- Jobs queued by the old home's dispatcher carry its old token: back to scheduled, for the

@@ -1,24 +1,26 @@
 -- name: ClaimDue
--- Fenced claim: succeeds only while the lease row still names this owner and epoch, checked
--- in the same statement, so a paused leader whose lease was taken claims nothing.
+-- Fenced claim: takes jobs only of the shards whose lease rows still name this owner and
+-- epoch, checked in the same statement, so a paused owner whose shards moved claims nothing.
 -- With a worker owner ($7) the jobs go straight to running under that worker's lease (a
 -- worker in the dispatcher's own process: one statement instead of two); without, to
 -- queued for any worker. $8: how late a job must be (ms): 0 normally; the reconciliation pass
 -- behind the Redis index asks only for jobs the index should already have handed out.
 WITH lease AS (
-  -- FOR SHARE: a takeover or a region failover (an UPDATE of either row) waits for this
+  -- The shards ($2) this owner ($1) holds at these epochs ($3), each checked on its lease
+  -- row. FOR SHARE: a handoff or a region failover (an UPDATE of either row) waits for this
   -- claim to commit, so the check holds until the end of the statement, not only at its
   -- snapshot. $9/$10: this region must hold the authority, at this generation.
-  SELECT 1 FROM leases l, region_authority a
-  WHERE l.name = $1 AND l.owner = $2 AND l.epoch = $3 AND l.lease_until > now()
-    AND a.home_region = $9 AND a.generation = $10
-  FOR SHARE
+  SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)
+  JOIN leases l ON l.name = 'dispatch:' || x.shard AND l.owner = $1 AND l.epoch = x.epoch AND l.lease_until > now()
+  JOIN region_authority a ON a.home_region = $9 AND a.generation = $10
+  FOR SHARE OF l, a
 ), due AS (
+  -- A job is in shard slot × shards ($11) / 4096: contiguous ranges of its id's slot.
   SELECT id FROM jobs
   WHERE status = 'scheduled' AND due_at <= now() - make_interval(secs => $8::float8 / 1000)
     AND (expires_at IS NULL OR expires_at > now())
     AND (start_by IS NULL OR start_by > now() OR calls > 0)
-    AND EXISTS (SELECT 1 FROM lease)
+    AND (slot * $11::int / 4096) = ANY(ARRAY(SELECT shard FROM lease))
   ORDER BY due_at
   LIMIT $4
   FOR UPDATE SKIP LOCKED
@@ -36,20 +38,20 @@ RETURNING j.*;
 -- trusted: every condition of ClaimDue is checked again here, on the rows themselves, so a
 -- stale entry (cancelled, rescheduled, claimed, unknown) claims nothing.
 WITH lease AS (
-  SELECT 1 FROM leases l, region_authority a
-  WHERE l.name = $1 AND l.owner = $2 AND l.epoch = $3 AND l.lease_until > now()
-    AND a.home_region = $9 AND a.generation = $10
-  FOR SHARE
+  SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)
+  JOIN leases l ON l.name = 'dispatch:' || x.shard AND l.owner = $1 AND l.epoch = x.epoch AND l.lease_until > now()
+  JOIN region_authority a ON a.home_region = $9 AND a.generation = $10
+  FOR SHARE OF l, a
 ), due AS (
   -- Driven by the ids (a join on the primary key): a filter on id = ANY(...) let the
   -- planner walk the (status, due_at) range of a whole herd for every claim.
-  -- $11: the pre-staging horizon (ms): jobs due that soon are claimed already; the worker
+  -- $12: the pre-staging horizon (ms): jobs due that soon are claimed already; the worker
   -- that gets one holds it until its due instant (and StartAttempts checks it again).
   SELECT j.id FROM unnest($8::uuid[]) AS x(id) JOIN jobs j ON j.id = x.id
-  WHERE j.status = 'scheduled' AND j.due_at <= now() + make_interval(secs => $11::float8 / 1000)
+  WHERE j.status = 'scheduled' AND j.due_at <= now() + make_interval(secs => $12::float8 / 1000)
     AND (j.expires_at IS NULL OR j.expires_at > now())
     AND (j.start_by IS NULL OR j.start_by > now() OR j.calls > 0)
-    AND EXISTS (SELECT 1 FROM lease)
+    AND (j.slot * $11::int / 4096) = ANY(ARRAY(SELECT shard FROM lease))
   ORDER BY j.due_at
   LIMIT $4
   FOR UPDATE OF j SKIP LOCKED
@@ -155,8 +157,8 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT $2;
 
 -- name: DueCandidates
 -- For each tenant of $1 and each priority class: up to $2 of its oldest jobs that a claim
--- would take now (or within the pre-staging horizon $3, ms). Candidates only: the claim
--- checks everything again.
+-- would take now (or within the pre-staging horizon $3, ms), in the shards $4 (of $5).
+-- Candidates only: the claim checks everything again.
 SELECT c.id, c.tenant, c.priority, c.due_at, c.catchup FROM unnest($1::text[]) AS t(tenant)
 CROSS JOIN (VALUES (1), (0), (-1)) AS k(cls)
 CROSS JOIN LATERAL (
@@ -166,6 +168,7 @@ CROSS JOIN LATERAL (
   FROM jobs
   WHERE status = 'scheduled' AND tenant = t.tenant AND sign(priority) = k.cls
     AND due_at <= now() + make_interval(secs => $3::float8 / 1000)
+    AND (slot * $5::int / 4096) = ANY($4::int[])
     AND (expires_at IS NULL OR expires_at > now())
     AND (start_by IS NULL OR start_by > now() OR calls > 0)
   ORDER BY due_at
@@ -179,6 +182,7 @@ SELECT id, tenant, priority, due_at,
   ((catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) OR replay) AS catchup
 FROM jobs
 WHERE id = ANY($1::uuid[]) AND status = 'scheduled' AND due_at <= now() + make_interval(secs => $2::float8 / 1000)
+  AND (slot * $4::int / 4096) = ANY($3::int[])
   AND (expires_at IS NULL OR expires_at > now())
   AND (start_by IS NULL OR start_by > now() OR calls > 0);
 

@@ -19,3 +19,17 @@ SELECT tenant, n, sum(n) OVER () AS total FROM (
   GROUP BY tenant
 ) t
 ORDER BY n DESC, tenant LIMIT $1;
+
+-- name: DueBacklogByShard
+-- Due, undispatched jobs per dispatch shard (of $1), with the oldest due instant's age.
+SELECT (slot * $1::int / 4096) AS shard, count(*) AS n, extract(epoch FROM now() - min(due_at)) AS oldest_age_s
+FROM jobs WHERE status = 'scheduled' AND due_at <= now()
+GROUP BY 1;
+
+-- name: DueSoon
+-- The forecast: scheduled jobs due within the next 1, 5 and 15 minutes (on the status,
+-- due_at index; bounded by what the next 15 minutes hold).
+SELECT count(*) FILTER (WHERE due_at <= now() + interval '1 minute') AS m1,
+  count(*) FILTER (WHERE due_at <= now() + interval '5 minutes') AS m5,
+  count(*) AS m15
+FROM jobs WHERE status = 'scheduled' AND due_at > now() AND due_at <= now() + interval '15 minutes';

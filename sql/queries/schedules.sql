@@ -74,8 +74,10 @@ WHERE l.name = $1 AND l.owner = $2 AND l.epoch = $3 AND l.lease_until > now()
 FOR SHARE;
 
 -- name: DueSchedules
+-- Due schedules of the shards $2 (of $3) only: occurrence generation is sharded like claims.
 SELECT *, now() AS db_now FROM schedules
 WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at <= now()
+  AND (slot * $3::int / 4096) = ANY($2::int[])
 ORDER BY next_fire_at
 LIMIT $1
 FOR UPDATE SKIP LOCKED;

@@ -4,6 +4,7 @@ import type { Config } from "../config.ts";
 import { fencingToken } from "../region/fencing.ts";
 import { AuthorityMoveRefused, moveAuthority, readAuthority, type AuthorityRow } from "../store/authority.ts";
 import type { Db } from "../store/db.ts";
+import { shardState, type ShardRow } from "../store/shards.ts";
 import { type AppEnv, requireScope } from "./auth.ts";
 import { ApiError, conflict } from "./errors.ts";
 import { parseOrThrow } from "./job-input.ts";
@@ -11,7 +12,7 @@ import { readJson, REASON } from "./request.ts";
 
 export interface ClusterRoutesDeps {
   db: Db;
-  config: Pick<Config, "region" | "authorityTtlMs" | "clockSkewMs" | "autoFailover">;
+  config: Pick<Config, "region" | "authorityTtlMs" | "clockSkewMs" | "autoFailover" | "shards">;
 }
 
 export const REGION_NAME = v.pipe(v.string("must be a string"), v.regex(/^[a-z0-9-]{1,32}$/, "must be a region name like iad or local"));
@@ -37,6 +38,27 @@ export function clusterView(row: AuthorityRow, config: ClusterRoutesDeps["config
   };
 }
 
+/**
+ * The dispatch shards: each with its holder, its fencing token and since when it is held
+ * (null owner: free, being handed over), and how many each live dispatcher holds.
+ */
+export function shardsView(rows: ShardRow[], generation: number, live: number) {
+  const held = (r: ShardRow) => r.owner !== null && r.leaseUntil !== null && !r.free;
+  const owners: Record<string, number> = {};
+  for (const r of rows) if (held(r)) owners[r.owner!] = (owners[r.owner!] ?? 0) + 1;
+  return {
+    dispatchers: live,
+    shard_owners: owners,
+    shards: rows.map((r) => ({
+      shard: r.shard,
+      owner: held(r) ? r.owner : null,
+      epoch: held(r) ? fencingToken(generation, r.epoch) : null,
+      since: held(r) ? (r.acquiredAt?.toISOString() ?? null) : null,
+      lease_until: held(r) ? r.leaseUntil!.toISOString() : null,
+    })),
+  };
+}
+
 export function clusterRoutes(deps: ClusterRoutesDeps) {
   const { db, config } = deps;
   const app = new Hono<AppEnv>();
@@ -48,7 +70,8 @@ export function clusterRoutes(deps: ClusterRoutesDeps) {
 
   app.get("/cluster", async (c) => {
     requireScope(c.get("principal"), "jobs:read");
-    return c.json(clusterView(await read(), config));
+    const [row, shards] = await Promise.all([read(), shardState(db, config.shards, config.clockSkewMs)]);
+    return c.json({ ...clusterView(row, config), ...shardsView(shards.shards, row.generation, shards.live) });
   });
 
   // Served in every region: the home region may be the one that is down.

@@ -12,7 +12,7 @@ import { queryInt } from "./request.ts";
 
 export interface StatsRoutesDeps {
   db: Db;
-  config: Pick<Config, "region" | "authorityTtlMs" | "clockSkewMs" | "autoFailover">;
+  config: Pick<Config, "region" | "authorityTtlMs" | "clockSkewMs" | "autoFailover" | "shards">;
   history?: StatsHistory;
 }
 

@@ -1,6 +1,9 @@
 import type { Db } from "../store/db.ts";
 import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, countQueued, dueCandidates, scheduledTenants, tenantsInFlight, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
+import type { ShardFence, ShardHold } from "../store/shards.ts";
+import { ShardOwnership } from "./shard-ownership.ts";
+import { SLOTS } from "../store/shards.ts";
 import type { JobRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
@@ -45,16 +48,12 @@ export interface DispatcherOptions {
    * hands at its due second. Workers hold each until its due instant; 0: off.
    */
   prestageMs?: number;
+  /** SCHEDULER_SHARDS: the due-time space is cut into this many shards, each held by one dispatcher. */
+  shards: number;
   /** Worker slots that serve only jobs of at least minPriority (the workers' setting). */
   reservedSlots?: { slots: number; minPriority: number };
 }
 
-/** What a claim is fenced by: the dispatch lease and the region authority's generation. */
-export interface Fence {
-  hold: LeaseHold;
-  region: string;
-  generation: number;
-}
 
 export interface LocalWorker {
   owner: string;
@@ -84,7 +83,10 @@ const RESERVED_QUEUE = 16;
  * earliest known due time, and at least every poll interval.
  */
 export class Dispatcher extends PeriodicLoop<number> {
+  /** The coordinator lease ("dispatch"): duties done once per region (reaper, expiry, index, authority renewal). */
   readonly elector: LeaderElector;
+  /** The shards this dispatcher claims and generates occurrences for. */
+  readonly shards: ShardOwnership;
   readonly reaper: LeaseReaper;
   readonly generator: ScheduleGenerator;
   private unlisten: (() => Promise<void>) | undefined;
@@ -92,6 +94,8 @@ export class Dispatcher extends PeriodicLoop<number> {
   readonly planner: DispatchPlanner;
   /** Where the next pass's tenant sample starts (name order). */
   private tenantCursor = "";
+  /** The highest shard epoch this dispatcher ever held: its fencing term. */
+  private highestEpoch = 0;
   /** The last claim left due work behind for quotas or rates. */
   private held = false;
 
@@ -111,6 +115,13 @@ export class Dispatcher extends PeriodicLoop<number> {
       onReaped: () => this.poke(),
     });
     this.planner = new DispatchPlanner(o.flow);
+    this.shards = new ShardOwnership({
+      db: o.db, owner: o.owner, count: o.shards, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, region: o.authority.region, log: o.log, metrics: o.metrics,
+      onChange: (held) => {
+        if (held.length > 0) this.poke();
+        o.index?.read(held.length > 0).catch((err: unknown) => o.log.error({ err }, "switching the due index reader failed"));
+      },
+    });
     this.generator = new ScheduleGenerator({ db: o.db, batch: SCHEDULE_BATCH, catchupPerSecond: o.catchupPerSecond, log: o.log, metrics: o.metrics });
   }
 
@@ -127,6 +138,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       () => this.poke(), // (re)subscribed: anything sent meanwhile is gone, so look now
     );
     await this.elector.begin();
+    await this.shards.begin();
     this.reaper.start();
     this.start();
   }
@@ -135,21 +147,27 @@ export class Dispatcher extends PeriodicLoop<number> {
     await this.stop();
     await this.o.index?.lead(false);
     await this.reaper.stop();
+    await this.shards.stop();
     await this.elector.stop();
     await this.unlisten?.();
   }
 
   async runOnce(): Promise<number> {
-    const hold = this.elector.current;
+    const held = this.shards.current;
     const auth = this.o.authority.current;
-    if (!hold || !auth || auth.homeRegion !== this.o.authority.region) {
+    if (!auth || auth.homeRegion !== this.o.authority.region) {
       this.sleepMs = this.o.pollIntervalMs;
       return 0;
     }
-    const fence: Fence = { hold, region: auth.homeRegion, generation: auth.generation };
+    // Expiry is done once per region, by the coordinator; claims by each shard's holder.
+    if (this.elector.current) await this.expire();
+    if (held.length === 0) {
+      this.sleepMs = this.o.pollIntervalMs;
+      return 0;
+    }
+    const fence: ShardFence = { owner: this.o.owner, shards: held, count: this.o.shards, region: auth.homeRegion, generation: auth.generation };
     // Occurrences first: one due now is then claimed in this same pass.
     const schedules = await this.generateIfDue(fence);
-    await this.expire();
     const { claimed, full, capped } = await this.claim(fence);
     if (capped) {
       this.sleepMs = 20;
@@ -175,7 +193,7 @@ export class Dispatcher extends PeriodicLoop<number> {
   /** Earliest next_fire_at seen (epoch ms, database clock); generation runs only near it. */
   private scheduleDueAt = -Infinity;
 
-  private async generateIfDue(fence: Fence): Promise<number> {
+  private async generateIfDue(fence: ShardFence): Promise<number> {
     // The database's clock decides what is due; ours may differ by the skew margin, so the
     // generator runs on every pass from a little before the earliest fire time.
     if (Date.now() < this.scheduleDueAt - this.o.skewMs - 50) return 0;
@@ -206,9 +224,13 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
   }
 
-  private async claim(fence: Fence): Promise<{ claimed: number; full: boolean; capped: boolean }> {
-    const { hold } = fence;
-    const token = fencingToken(fence.generation, hold.epoch);
+  private async claim(fence: ShardFence): Promise<{ claimed: number; full: boolean; capped: boolean }> {
+    // Every shard's epoch is above all epochs any dispatch lease had before it was taken, so
+    // the highest epoch this dispatcher ever held is above every token an earlier holder of
+    // any of its shards could stamp, and it never goes down (as the highest held now would,
+    // once a shard is given back): tokens rise in each shard and from each dispatcher.
+    this.highestEpoch = Math.max(this.highestEpoch, ...fence.shards.map((h) => h.epoch));
+    const token = fencingToken(fence.generation, this.highestEpoch);
     const local = this.o.localWorker;
     const rs = this.o.reservedSlots;
     const room = local ? local.takeSlots(this.o.batch) : 0;
@@ -217,7 +239,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     let limit: number;
     if (local && room + roomHigh > 0) {
       limit = room + roomHigh;
-      const direct = { hold, fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner };
+      const direct = { fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner };
       try {
         // The reserved slots first, for their class only; then the rest for anyone.
         if (roomHigh > 0) {
@@ -256,7 +278,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       }
       // Queued jobs wait under a lease too; if no worker takes them in this long, the
       // reaper hands them back.
-      claimed = await this.claimSome({ hold, fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority });
+      claimed = await this.claimSome({ fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority });
       if (minPriority !== undefined && claimed.length === 0) return { claimed: 0, full: false, capped: true };
       this.lastQueue = { at: performance.now(), depth: depth + claimed.length };
       if (claimed.length > 0) {
@@ -264,7 +286,10 @@ export class Dispatcher extends PeriodicLoop<number> {
         this.o.onQueued?.(claimed.length);
       }
     }
-    for (const c of claimed) this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
+    for (const c of claimed) {
+      this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
+      this.o.metrics.shardDispatched.inc({ shard: String(Math.floor((c.slot * this.o.shards) / SLOTS)) });
+    }
     if (claimed.length > 0) this.o.log.debug({ count: claimed.length, token }, "dispatched due jobs");
     return { claimed: claimed.length, full: claimed.length === limit, capped: false };
   }
@@ -314,9 +339,9 @@ export class Dispatcher extends PeriodicLoop<number> {
   private async discoverAndClaim(p: ClaimParams): Promise<JobRow[]> {
     const keeper = this.o.index;
     p = { ...p, horizonMs: this.prestageMs };
-    const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR), this.prestageMs) : null;
-    if (!keeper || fromIndex === null) return this.claimPlanned(p, await this.sqlCandidates(p.limit));
-    const got = await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.prestageMs));
+    const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR), this.prestageMs, shardsOf(p.fence).list) : null;
+    if (!keeper || fromIndex === null) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence));
+    const got = await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.prestageMs, shardsOf(p.fence)));
     await keeper.settle(fromIndex, got);
     if (got.length < p.limit && p.minPriority === undefined && keeper.reconcileNow()) {
       // The safety net behind the index claims oldest first, without the planner: these
@@ -333,7 +358,7 @@ export class Dispatcher extends PeriodicLoop<number> {
    * priority class, for up to TENANTS_PER_PASS tenants, starting after the last pass's (so
    * with more tenants than that, every tenant comes round).
    */
-  private async sqlCandidates(limit: number): Promise<CandidateRow[]> {
+  private async sqlCandidates(limit: number, fence: ShardFence): Promise<CandidateRow[]> {
     let tenants = await scheduledTenants(this.o.db, this.tenantCursor, TENANTS_PER_PASS);
     if (tenants.length < TENANTS_PER_PASS && this.tenantCursor !== "") {
       const wrapped = await scheduledTenants(this.o.db, "", TENANTS_PER_PASS - tenants.length);
@@ -342,7 +367,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     this.tenantCursor = tenants.length >= TENANTS_PER_PASS ? tenants.at(-1)! : "";
     if (tenants.length === 0) return [];
     const perClass = Math.min(limit, Math.max(16, Math.ceil((CANDIDATE_FACTOR * limit) / tenants.length)));
-    return dueCandidates(this.o.db, tenants, perClass, this.prestageMs);
+    return dueCandidates(this.o.db, tenants, perClass, this.prestageMs, shardsOf(fence));
   }
 
   /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
@@ -381,3 +406,5 @@ export class Dispatcher extends PeriodicLoop<number> {
     done?.catch((err: unknown) => this.o.log.error({ err }, "switching the due index on leadership change failed"));
   }
 }
+
+const shardsOf = (f: ShardFence) => ({ list: f.shards.map((h: ShardHold) => h.shard), count: f.count });

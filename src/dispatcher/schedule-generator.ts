@@ -1,6 +1,6 @@
 import type { Db, Queryable } from "../store/db.ts";
 import { insertJobsIn, type NewJob } from "../store/jobs.ts";
-import type { LeaseHold } from "../store/leases.ts";
+import { lockShards, type ShardFence } from "../store/shards.ts";
 import type { ScheduleRow } from "../store/schedules.ts";
 import { sql } from "../store/sql.ts";
 import type { Logger } from "../obs/log.ts";
@@ -35,12 +35,12 @@ export class ScheduleGenerator {
   constructor(private readonly o: ScheduleGeneratorOptions) {}
 
   /** One pass; returns how many schedules were processed. */
-  async runOnce(fence: { hold: LeaseHold; region: string; generation: number }): Promise<number> {
-    const { hold } = fence;
+  async runOnce(fence: ShardFence): Promise<number> {
     return this.o.db.tx(async (q) => {
-      const fenced = await q.query(sql("LockDispatchLease"), [hold.name, hold.owner, hold.epoch, fence.region, fence.generation]);
-      if (fenced.length === 0) return 0;
-      const due = await q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [this.o.batch]);
+      // Only the schedules of the shards still held, each held to the end of the transaction.
+      const shards = await lockShards(q, fence);
+      if (shards.length === 0) return 0;
+      const due = await q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [this.o.batch, shards, fence.count]);
       for (const s of due) {
         // One schedule's failure rolls back only its own work.
         await q.query("SAVEPOINT occurrence");

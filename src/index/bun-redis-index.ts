@@ -75,9 +75,11 @@ export class BunRedisDueIndex implements DueIndex {
     await this.run(batches.map((b) => ["ZREM", [b.key, ...b.items]]));
   }
 
-  async dueList(p: { dueBy: number; limit: number }): Promise<DueEntry[]> {
+  async dueList(p: { dueBy: number; limit: number; shards?: readonly number[] }): Promise<DueEntry[]> {
     checkDueListParams(p);
-    const replies = await this.run(this.layout.shardKeys.map((k) => ["ZRANGE", zrangeDueArgs(k, p)]));
+    const keys = this.layout.keysOf(p.shards);
+    if (keys.length === 0) return [];
+    const replies = await this.run(keys.map((k) => ["ZRANGE", zrangeDueArgs(k, p)]));
     return mergeDue(replies.map(parseWithScores), p.limit);
   }
 

@@ -34,7 +34,7 @@ export interface DueIndex {
    * Up to `limit` (1..DUE_LIST_MAX) entries with dueMs <= dueBy, earliest first (ties by job
    * id), across all shards.
    */
-  dueList(p: { dueBy: number; limit: number }): Promise<DueEntry[]>;
+  dueList(p: { dueBy: number; limit: number; shards?: readonly number[] }): Promise<DueEntry[]>;
   /** The earliest entry's due time, or null when the index is empty. */
   earliestDue(): Promise<number | null>;
   /** How many entries the index holds. */

@@ -19,7 +19,7 @@ import type { Db } from "../store/db.ts";
 import { sql } from "../store/sql.ts";
 import type { JobRow } from "../store/types.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
-import { setIndexCapture } from "./capture.ts";
+import { indexCaptureEnabled, setIndexCapture } from "./capture.ts";
 import { type DueEntry, type DueIndex, withTimeout } from "./due-index.ts";
 import { OutboxRelay } from "./outbox-relay.ts";
 import { WindowLoader } from "./window-loader.ts";
@@ -51,6 +51,8 @@ export class IndexKeeper extends PeriodicLoop<void> {
   readonly relay: OutboxRelay;
   readonly loader: WindowLoader;
   private leading = false;
+  /** A shard holder that is not the coordinator: it reads the index the coordinator keeps. */
+  private reading = false;
   /** Redis answered the last call and the index was built since it last failed. */
   private up = false;
   /** The fallback was announced (log line, gauge): said once per outage. */
@@ -80,7 +82,26 @@ export class IndexKeeper extends PeriodicLoop<void> {
 
   /** Whether the dispatcher may take candidates from the index now. */
   get usable(): boolean {
-    return this.leading && this.up;
+    return (this.leading || this.reading) && this.up;
+  }
+
+  /**
+   * Called by a dispatcher that holds shards (or holds none any more). Not leading, it only
+   * reads: the index is usable while the coordinator keeps it (capture on, built marker
+   * present); the SQL reconciliation pass covers what a lagging keeper missed.
+   */
+  async read(reading: boolean): Promise<void> {
+    if (reading === this.reading) return;
+    this.reading = reading;
+    if (this.leading) return;
+    this.up = false;
+    if (reading) {
+      this.start();
+      this.poke();
+    } else {
+      this.o.metrics.indexFallback.set(1);
+      await this.stop();
+    }
   }
 
   /** Called by the dispatcher when it gains or loses the dispatch lease. */
@@ -95,8 +116,9 @@ export class IndexKeeper extends PeriodicLoop<void> {
     } else {
       this.up = false;
       this.o.metrics.indexFallback.set(1);
-      await this.stop();
       await this.relay.stop();
+      if (this.reading) this.poke();
+      else await this.stop();
     }
   }
 
@@ -114,7 +136,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
    * usable; failure marks it down until a later pass succeeds.
    */
   async runOnce(): Promise<void> {
-    if (!this.leading) return;
+    if (!this.leading) return this.checkKept();
     try {
       // Before any load: a change committed after this is captured, one committed before it
       // is in the rows the load reads.
@@ -139,11 +161,26 @@ export class IndexKeeper extends PeriodicLoop<void> {
     return this.up ? this.intervalMs : Math.min(this.intervalMs, 500);
   }
 
-  /** Candidate due jobs from the index, or null when the dispatcher must use SQL this time. */
-  async candidates(limit: number, horizonMs = 0): Promise<DueEntry[] | null> {
+  /** A reader's pass: the index is usable while the coordinator keeps it. */
+  private async checkKept(): Promise<void> {
+    if (!this.reading) return;
+    try {
+      const kept = (await indexCaptureEnabled(this.o.db)) && (await this.timed(() => this.o.index.builtMarkerGet())) !== null;
+      if (kept !== this.up) {
+        this.up = kept;
+        this.o.metrics.indexFallback.set(kept ? 0 : 1);
+        this.o.log.info(kept ? "reading the Redis due index the dispatch coordinator keeps" : "the Redis due index is not kept now (no marker or capture off): dispatching from SQL");
+      }
+    } catch (err) {
+      this.markDown("marker", err);
+    }
+  }
+
+  /** Candidate due jobs of these shards from the index, or null when the dispatcher must use SQL this time. */
+  async candidates(limit: number, horizonMs: number, shards: readonly number[]): Promise<DueEntry[] | null> {
     if (!this.usable) return null;
     try {
-      return await this.timed(() => this.o.index.dueList({ dueBy: Date.now() + horizonMs, limit }));
+      return await this.timed(() => this.o.index.dueList({ dueBy: Date.now() + horizonMs, limit, shards }));
     } catch (err) {
       this.markDown("due_list", err);
       return null;

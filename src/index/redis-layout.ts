@@ -2,17 +2,22 @@
  * Where the Redis index keeps its entries, shared by both Redis clients:
  *   `${prefix}:due:${shard}`  a sorted set per shard, score = due epoch ms, member = job id
  *   `${prefix}:built`         the built marker (a plain string)
- * shard = FNV-1a 32-bit of the job id's UTF-8 bytes, mod shards. The hash must never change:
- * entries already in Redis would then be looked for in the wrong set.
+ * shard = the job's dispatch shard (placement "slot": the slot from the id's last 12 bits ×
+ * shards / 4096, as SQL computes it, so a dispatcher reads only its shards' sets), or FNV-1a
+ * 32-bit of the id mod shards (placement "fnv"). A placement must never change under an index
+ * without a rebuild: entries already in Redis would be looked for in the wrong set.
  * Every command names one key (no multi-key DEL), so the layout also works on a cluster.
  */
 import { compareDue, type DueEntry } from "./due-index.ts";
+import { shardOfJob } from "../store/shards.ts";
 
 export interface RedisLayoutOptions {
   /** Key prefix; default "scheduler". */
   prefix?: string;
   /** Number of sorted sets the entries are spread over, 1..1024; default 8. */
   shards?: number;
+  /** How a job finds its set: "slot" (its dispatch shard, as the scheduler uses it) or "fnv"; default "fnv". */
+  placement?: "slot" | "fnv";
 }
 
 export const SHARDS_MAX = 1024;
@@ -26,6 +31,8 @@ export interface RedisLayout {
   /** All shard keys, shard 0 first. */
   readonly shardKeys: readonly string[];
   shardOf(jobId: string): number;
+  /** The keys of these shards (all when not given). */
+  keysOf(shards?: readonly number[]): readonly string[];
 }
 
 export function redisLayout(opts: RedisLayoutOptions = {}): RedisLayout {
@@ -43,7 +50,8 @@ export function redisLayout(opts: RedisLayoutOptions = {}): RedisLayout {
     shards,
     markerKey: `${prefix}:built`,
     shardKeys,
-    shardOf: (jobId) => fnv1a32(jobId) % shards,
+    shardOf: opts.placement === "slot" ? (jobId) => shardOfJob(jobId, shards) : (jobId) => fnv1a32(jobId) % shards,
+    keysOf: (only) => (only ? only.filter((i) => i >= 0 && i < shards).map((i) => shardKeys[i]!) : shardKeys),
   };
 }
 

@@ -97,10 +97,12 @@ export class UpstashDueIndex implements DueIndex {
     });
   }
 
-  async dueList(p: { dueBy: number; limit: number }): Promise<DueEntry[]> {
+  async dueList(p: { dueBy: number; limit: number; shards?: readonly number[] }): Promise<DueEntry[]> {
     checkDueListParams(p);
+    const keys = this.layout.keysOf(p.shards);
+    if (keys.length === 0) return [];
     const pipe = this.pipeline();
-    for (const k of this.layout.shardKeys) {
+    for (const k of keys) {
       pipe.zrange(k, "-inf", p.dueBy, { byScore: true, offset: 0, count: p.limit, withScores: true });
     }
     const replies: unknown[] = await pipe.exec();

@@ -14,6 +14,9 @@ export class Metrics {
   readonly schedulingLag = new client.Histogram({ name: "scheduler_scheduling_lag_seconds", help: "Due instant to dispatcher claim", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly dispatchLag = new client.Histogram({ name: "scheduler_dispatch_lag_seconds", help: "Dispatcher: start of due discovery to the claim committed (the job queued or handed to a worker)", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly retries = new client.Counter({ name: "scheduler_retries_total", help: "Failed calls scheduled for another try, by failure class (throttled, transient, unknown)", labelNames: ["class"], registers: [this.registry] });
+  readonly shardsOwned = new client.Gauge({ name: "scheduler_shards_owned", help: "Dispatch shards this process holds", registers: [this.registry] });
+  readonly shardHandoffs = new client.Counter({ name: "scheduler_shard_handoffs_total", help: "Dispatch shards this process acquired, released (fair share, stop) or lost (its lease lapsed and moved)", labelNames: ["kind"], registers: [this.registry] });
+  readonly shardDispatched = new client.Counter({ name: "scheduler_shard_dispatched_total", help: "Jobs claimed by this process, by dispatch shard", labelNames: ["shard"], registers: [this.registry] });
   readonly dispatchLeader = new client.Gauge({ name: "scheduler_dispatch_leader", help: "1 while this process holds the dispatch lease (the dispatch leader of its region), else 0", registers: [this.registry] });
   readonly startLag = new client.Histogram({ name: "scheduler_start_lag_seconds", help: "Due instant of an attempt to its call start", buckets: LAG_BUCKETS, registers: [this.registry] });
   readonly queueWait = new client.Histogram({ name: "scheduler_queue_wait_seconds", help: "Dispatcher claim to call start", buckets: LAG_BUCKETS, registers: [this.registry] });

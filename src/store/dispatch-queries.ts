@@ -1,6 +1,6 @@
+import type { ShardFence } from "./shards.ts";
 import type { Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
-import type { LeaseHold } from "./leases.ts";
 import type { JobRow } from "./types.ts";
 
 /**
@@ -8,9 +8,8 @@ import type { JobRow } from "./types.ts";
  * `worker` straight into running under that worker's lease.
  */
 export interface ClaimParams {
-  hold: LeaseHold;
-  /** This region and the authority generation it holds: checked in the claim's statement. */
-  fence: { region: string; generation: number };
+  /** The shards held (each checked on its lease row in the claim's statement) and the region authority. */
+  fence: ShardFence;
   limit: number;
   token: number;
   ttlMs: number;
@@ -21,14 +20,18 @@ export interface ClaimParams {
   minPriority?: number;
 }
 
+const fenceParams = (f: ShardFence) => ({ owner: f.owner, shards: f.shards.map((h) => h.shard), epochs: f.shards.map((h) => h.epoch) });
+
 /** `lateMs`: claim only jobs at least this late (the reconciliation pass behind the Redis index). */
 export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number }) {
-  return db.query<JobRow>(sql("ClaimDue"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0, p.fence.region, p.fence.generation]);
+  const f = fenceParams(p.fence);
+  return db.query<JobRow>(sql("ClaimDue"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0, p.fence.region, p.fence.generation, p.fence.count]);
 }
 
 /** claimDue restricted to these job ids (candidates from the Redis index, validated here). */
 export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[] }) {
-  return db.query<JobRow>(sql("ClaimDueIds"), [p.hold.name, p.hold.owner, p.hold.epoch, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation, p.horizonMs ?? 0]);
+  const f = fenceParams(p.fence);
+  return db.query<JobRow>(sql("ClaimDueIds"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation, p.fence.count, p.horizonMs ?? 0]);
 }
 
 export async function expireDue(db: Queryable, limit: number) {
@@ -72,14 +75,14 @@ export async function scheduledTenants(db: Queryable, after: string, limit: numb
 }
 
 /** The oldest claimable jobs of each tenant and priority class, `perClass` at most each. */
-export async function dueCandidates(db: Queryable, tenants: string[], perClass: number, horizonMs = 0): Promise<CandidateRow[]> {
+export async function dueCandidates(db: Queryable, tenants: string[], perClass: number, horizonMs: number, shards: { list: number[]; count: number }): Promise<CandidateRow[]> {
   if (tenants.length === 0) return [];
-  return db.query<CandidateRow>(sql("DueCandidates"), [tenants, perClass, horizonMs]);
+  return db.query<CandidateRow>(sql("DueCandidates"), [tenants, perClass, horizonMs, shards.list, shards.count]);
 }
 
-export async function candidatesByIds(db: Queryable, ids: string[], horizonMs = 0): Promise<CandidateRow[]> {
+export async function candidatesByIds(db: Queryable, ids: string[], horizonMs: number, shards: { list: number[]; count: number }): Promise<CandidateRow[]> {
   if (ids.length === 0) return [];
-  return db.query<CandidateRow>(sql("CandidatesByIds"), [ids, horizonMs]);
+  return db.query<CandidateRow>(sql("CandidatesByIds"), [ids, horizonMs, shards.list, shards.count]);
 }
 
 export async function tenantsInFlight(db: Queryable, tenants: string[]): Promise<Map<string, number>> {

@@ -8,6 +8,7 @@ import m006 from "../../sql/migrations/006_fair_dispatch.sql" with { type: "text
 import m007 from "../../sql/migrations/007_host_limits.sql" with { type: "text" };
 import m008 from "../../sql/migrations/008_queue_order.sql" with { type: "text" };
 import m012 from "../../sql/migrations/012_stats.sql" with { type: "text" };
+import m013 from "../../sql/migrations/013_shards.sql" with { type: "text" };
 import m010 from "../../sql/migrations/010_async_jobs.sql" with { type: "text" };
 import m011 from "../../sql/migrations/011_payloads_retention.sql" with { type: "text" };
 import m009 from "../../sql/migrations/009_dlq.sql" with { type: "text" };
@@ -27,4 +28,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 10, name: "010_async_jobs", sql: m010 },
   { version: 11, name: "011_payloads_retention", sql: m011 },
   { version: 12, name: "012_stats", sql: m012 },
+  { version: 13, name: "013_shards", sql: m013 },
 ];

@@ -10,6 +10,7 @@ import schedulesSql from "../../sql/queries/schedules.sql" with { type: "text" }
 import indexSql from "../../sql/queries/index.sql" with { type: "text" };
 import authoritySql from "../../sql/queries/authority.sql" with { type: "text" };
 import statsSql from "../../sql/queries/stats.sql" with { type: "text" };
+import shardsSql from "../../sql/queries/shards.sql" with { type: "text" };
 import asyncSql from "../../sql/queries/async.sql" with { type: "text" };
 import payloadsSql from "../../sql/queries/payloads.sql" with { type: "text" };
 import retentionSql from "../../sql/queries/retention.sql" with { type: "text" };
@@ -38,7 +39,7 @@ export function parseNamedQueries(text: string): Map<string, string> {
 }
 
 const QUERIES = new Map<string, string>();
-for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, asyncSql, payloadsSql, retentionSql, dlqSql, auditSql]) {
+for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, shardsSql, asyncSql, payloadsSql, retentionSql, dlqSql, auditSql]) {
   for (const [k, v] of parseNamedQueries(file)) {
     if (QUERIES.has(k)) throw new Error(`query ${k} is defined twice in sql/queries`);
     QUERIES.set(k, v);

@@ -79,6 +79,8 @@ export interface JobRow {
   dead_signature: string | null;
   dead_streak: number;
   replay: boolean;
+  /** 0..4095 from the id: the job's shard is slot × SCHEDULER_SHARDS / 4096. */
+  slot: number;
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;

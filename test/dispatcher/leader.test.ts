@@ -4,9 +4,8 @@ import { acquireLease, getLease, releaseLease, renewLease } from "../../src/stor
 import { seedAuthority } from "../../src/store/authority.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
+import { takeShards, tokenOf } from "../helpers/shards.ts";
 
-/** The region authority these tests seed: region local, generation 0. */
-const HOME = { region: "local", generation: 0 };
 
 for (const driver of DRIVERS) {
   describe(`leases and fencing (${driver})`, () => {
@@ -47,40 +46,40 @@ for (const driver of DRIVERS) {
 
     test("a paused leader whose lease was taken over cannot claim: the claim is fenced in its own statement", async () => {
       const job = await insertJob(t.db);
-      const old = (await acquireLease(t.db, { name: "dispatch-x", owner: "old", ttlMs: 1000, skewMs: 0 }))!;
-      // The old leader pauses past its TTL; another node takes over.
-      await t.db.query("UPDATE leases SET lease_until = now() - interval '1 s' WHERE name = 'dispatch-x'");
-      const fresh = (await acquireLease(t.db, { name: "dispatch-x", owner: "new", ttlMs: 5000, skewMs: 0 }))!;
-      expect(fresh.epoch).toBe(old.epoch + 1);
+      const old = await takeShards(t.db, "old");
+      // The old holder pauses past its TTL; another node takes its shard over (takeShards
+      // lets the old lease lapse first).
+      const fresh = await takeShards(t.db, "new");
+      expect(tokenOf(fresh)).toBeGreaterThan(tokenOf(old));
       // The old leader wakes up believing it still leads, and tries to claim.
-      const stale = await claimDue(t.db, { hold: old, fence: HOME, limit: 10, token: old.epoch, ttlMs: 10_000 });
+      const stale = await claimDue(t.db, { fence: old, limit: 10, token: tokenOf(old), ttlMs: 10_000 });
       expect(stale).toHaveLength(0);
       expect((await jobRow(t.db, job.id)).status).toBe("scheduled");
       // The new leader claims it, tagged with the new epoch.
-      const claimed = await claimDue(t.db, { hold: fresh, fence: HOME, limit: 10, token: fresh.epoch, ttlMs: 10_000 });
+      const claimed = await claimDue(t.db, { fence: fresh, limit: 10, token: tokenOf(fresh), ttlMs: 10_000 });
       expect(claimed.map((c) => c.id)).toContain(job.id);
       const row = await jobRow(t.db, job.id);
       expect(row.status).toBe("queued");
-      expect(Number(row.epoch)).toBe(fresh.epoch);
+      expect(Number(row.epoch)).toBe(tokenOf(fresh));
     });
 
     test("a leader whose own lease lapsed (nobody took over yet) cannot claim either", async () => {
       const job = await insertJob(t.db);
-      const h = (await acquireLease(t.db, { name: "dispatch-y", owner: "solo", ttlMs: 1000, skewMs: 0 }))!;
-      await t.db.query("UPDATE leases SET lease_until = now() - interval '1 ms' WHERE name = 'dispatch-y'");
-      expect(await claimDue(t.db, { hold: h, fence: HOME, limit: 10, token: h.epoch, ttlMs: 10_000 })).toHaveLength(0);
+      const h = await takeShards(t.db, "solo");
+      await t.db.query("UPDATE leases SET lease_until = now() - interval '1 ms' WHERE name LIKE 'dispatch:%'");
+      expect(await claimDue(t.db, { fence: h, limit: 10, token: tokenOf(h), ttlMs: 10_000 })).toHaveLength(0);
       expect((await jobRow(t.db, job.id)).status).toBe("scheduled");
     });
 
     test("claims come in bounded batches, oldest due first, and never a job not yet due", async () => {
       await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status = 'scheduled'");
-      const h = (await acquireLease(t.db, { name: "dispatch-z", owner: "z", ttlMs: 5000, skewMs: 0 }))!;
+      const h = await takeShards(t.db, "z");
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) ids.push((await insertJob(t.db, { due_at: new Date(Date.now() - 5000 + i * 100) })).id);
       const future = await insertJob(t.db, { due_at: new Date(Date.now() + 60_000) });
-      const first = await claimDue(t.db, { hold: h, fence: HOME, limit: 3, token: h.epoch, ttlMs: 10_000 });
+      const first = await claimDue(t.db, { fence: h, limit: 3, token: tokenOf(h), ttlMs: 10_000 });
       expect(first.map((c) => c.id).sort()).toEqual(ids.slice(0, 3).sort());
-      const second = await claimDue(t.db, { hold: h, fence: HOME, limit: 3, token: h.epoch, ttlMs: 10_000 });
+      const second = await claimDue(t.db, { fence: h, limit: 3, token: tokenOf(h), ttlMs: 10_000 });
       expect(second.map((c) => c.id).sort()).toEqual(ids.slice(3).sort());
       expect((await jobRow(t.db, future.id)).status).toBe("scheduled");
     });

@@ -61,7 +61,8 @@ describe("dispatching with a Redis due index", () => {
     expect(res.status).toBe(201);
     return res.body.id as string;
   }
-  const indexClient = () => new BunRedisDueIndex({ url: redis.url, prefix: PREFIX, shards: 8 });
+  // The layout the scheduler uses: one set per dispatch shard (SCHEDULER_SHARDS, default 16).
+  const indexClient = () => new BunRedisDueIndex({ url: redis.url, prefix: PREFIX, shards: 16, placement: "slot" });
 
   for (const driver of DRIVERS) {
     test(`(${driver}) due jobs are found through the index, run on time and leave it; reconciliation finds nothing`, async () => {

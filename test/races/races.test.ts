@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Runtime } from "../../src/runtime.ts";
 import { claimDue, expireDue, reapExpiredLeases } from "../../src/store/dispatch-queries.ts";
-import { acquireLease } from "../../src/store/leases.ts";
+import { takeShards, tokenOf } from "../helpers/shards.ts";
 import { claimQueued, completeAttempts, startAttempts, type Completion } from "../../src/store/worker-queries.ts";
 import { seedAuthority } from "../../src/store/authority.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
@@ -9,8 +9,6 @@ import { insertJob, jobRow } from "../helpers/jobs.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
-/** The region authority these tests seed: region local, generation 0. */
-const HOME = { region: "local", generation: 0 };
 
 const done = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "attempt_id">): Completion => ({
   outcome: "success", http_status: 200, error: null, possibly_delivered: false,
@@ -33,9 +31,9 @@ for (const driver of DRIVERS) {
 
     async function queue(over: Parameters<typeof insertJob>[1] = {}) {
       const job = await insertJob(t.db, { target: { url: `${target.url}/x`, method: "POST", headers: {}, body: null, json: false }, ...over });
-      const h = (await acquireLease(t.db, { name: `d-${job.id}`, owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
+      const h = await takeShards(t.db, "disp");
       await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled','queued') AND id <> $1", [job.id]);
-      const claimed = await claimDue(t.db, { hold: h, fence: HOME, limit: 10, token: h.epoch, ttlMs: 60_000 });
+      const claimed = await claimDue(t.db, { fence: h, limit: 10, token: tokenOf(h), ttlMs: 60_000 });
       expect(claimed.map((c) => c.id)).toEqual([job.id]);
       return job;
     }
@@ -50,8 +48,8 @@ for (const driver of DRIVERS) {
       await t.db.query("UPDATE jobs SET lease_until = now() - interval '1 s' WHERE id = $1", [job.id]);
       const reaped = await reapExpiredLeases(t.db, { limit: 10, skewMs: 0 });
       expect(reaped.map((r) => [r.id, r.was, r.now_status])).toEqual([[job.id, "running", "scheduled"]]);
-      const h = (await acquireLease(t.db, { name: `d2-${job.id}`, owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
-      await claimDue(t.db, { hold: h, fence: HOME, limit: 10, token: h.epoch, ttlMs: 60_000 });
+      const h = await takeShards(t.db, "disp");
+      await claimDue(t.db, { fence: h, limit: 10, token: tokenOf(h), ttlMs: 60_000 });
       const [b] = await claimQueued(t.db, { owner: "B", region: "local", limit: 1, leaseTtlMs: 10_000 });
       expect(b.lease_generation).toBe(a.lease_generation + 1);
       const [bAttempt] = await startAttempts(t.db, "B", "local", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
@@ -85,9 +83,9 @@ for (const driver of DRIVERS) {
 
     test("two workers claiming at once never take the same job", async () => {
       await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled','queued')");
-      const h = (await acquireLease(t.db, { name: "d-many", owner: "disp", ttlMs: 60_000, skewMs: 0 }))!;
+      const h = await takeShards(t.db, "disp");
       for (let i = 0; i < 60; i++) await insertJob(t.db);
-      expect(await claimDue(t.db, { hold: h, fence: HOME, limit: 100, token: h.epoch, ttlMs: 60_000 })).toHaveLength(60);
+      expect(await claimDue(t.db, { fence: h, limit: 100, token: tokenOf(h), ttlMs: 60_000 })).toHaveLength(60);
       const [x, y, z] = await Promise.all(["W1", "W2", "W3"].map((o) => claimQueued(t.db, { owner: o, region: "local", limit: 25, leaseTtlMs: 10_000 })));
       const ids = [...x, ...y, ...z].map((j) => j.id);
       expect(ids).toHaveLength(60);

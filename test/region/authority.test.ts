@@ -7,6 +7,8 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { AuthorityMoveRefused, moveAuthority, readAuthority, renewAuthority, seedAuthority } from "../../src/store/authority.ts";
 import { claimDue } from "../../src/store/dispatch-queries.ts";
 import { acquireLease, renewLease } from "../../src/store/leases.ts";
+import { renewShards } from "../../src/store/shards.ts";
+import { takeShards, tokenOf } from "../helpers/shards.ts";
 import { claimQueued, startAttempts } from "../../src/store/worker-queries.ts";
 import { fencingToken } from "../../src/region/fencing.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
@@ -41,9 +43,10 @@ for (const driver of DRIVERS) {
     });
 
     test("a move bumps the generation, resets the leader term, hands queued jobs back and is audited", async () => {
-      const hold = (await acquireLease(t.db, { name: "dispatch", owner: "A", ttlMs: 60_000, skewMs: 0, region: "iad" }))!;
+      await acquireLease(t.db, { name: "dispatch", owner: "A", ttlMs: 60_000, skewMs: 0, region: "iad" });
+      const hold = await takeShards(t.db, "A", { region: "iad" });
       const j = await insertJob(t.db);
-      const claimed = await claimDue(t.db, { hold, fence: { region: "iad", generation: 0 }, limit: 10, token: fencingToken(0, hold.epoch), ttlMs: 60_000 });
+      const claimed = await claimDue(t.db, { fence: hold, limit: 10, token: fencingToken(0, tokenOf(hold)), ttlMs: 60_000 });
       expect(claimed.map((c) => c.status)).toEqual(["queued"]);
       const moved = await moveAuthority(t.db, { to: "fra", ttlMs: 5000, by, action: "cluster.failover" });
       expect(moved).toEqual({ from: "iad", to: "fra", generation: 1, requeued: 1 });
@@ -52,10 +55,10 @@ for (const driver of DRIVERS) {
       expect((await jobRow(t.db, j.id))!.status).toBe("scheduled");
       const [audit] = await t.db.query<{ actor: string; action: string; reason: string; details: any }>("SELECT * FROM audit_log WHERE action = 'cluster.failover'");
       expect(audit).toMatchObject({ actor: "test", reason: "drill", details: { from: "iad", to: "fra", generation: 1, requeued: 1 } });
-      // The new home's first leader starts a new term; its tokens are above every old one.
-      const next = (await acquireLease(t.db, { name: "dispatch", owner: "B", ttlMs: 60_000, skewMs: 0, region: "fra" }))!;
-      expect(next.epoch).toBe(1);
-      expect(fencingToken(1, next.epoch)).toBeGreaterThan(fencingToken(0, 2 ** 32 - 1));
+      // The new home's first shard holder starts a new term; its tokens are above every old one.
+      const next = await takeShards(t.db, "B", { region: "fra", generation: 1 });
+      expect(tokenOf(next)).toBe(1);
+      expect(fencingToken(1, tokenOf(next))).toBeGreaterThan(fencingToken(0, 2 ** 32 - 1));
     });
 
     test("a move is refused to the home region itself, from a stale generation, or while the lease is fresh", async () => {
@@ -73,24 +76,25 @@ for (const driver of DRIVERS) {
 
     test("after a move the old home's leader, its claims and its workers are refused in SQL", async () => {
       const hold = (await acquireLease(t.db, { name: "dispatch", owner: "A", ttlMs: 60_000, skewMs: 0, region: "iad" }))!;
-      const fence = { region: "iad", generation: 0 };
+      const fence = await takeShards(t.db, "A", { region: "iad" });
       const j = await insertJob(t.db);
       // Claimed straight to running under an iad worker's lease (the in-process handoff).
-      const [running] = await claimDue(t.db, { hold, fence, limit: 10, token: fencingToken(0, hold.epoch), ttlMs: 60_000, worker: "W-iad" });
+      const [running] = await claimDue(t.db, { fence, limit: 10, token: fencingToken(0, tokenOf(fence)), ttlMs: 60_000, worker: "W-iad" });
       expect(running!.id).toBe(j.id);
       await moveAuthority(t.db, { to: "fra", ttlMs: 5000, by, action: "cluster.failover" });
       // The worker's pre-call check refuses: its region is no longer home.
       expect(await startAttempts(t.db, "W-iad", "iad", [{ id: j.id, gen: running!.lease_generation, version: running!.version }])).toEqual([]);
       // The old leader can neither renew nor claim, even with its old hold.
       expect(await renewLease(t.db, hold, 60_000, "iad")).toBeUndefined();
+      expect((await renewShards(t.db, "A", fence.shards, 60_000, "iad")).size).toBe(0);
       await insertJob(t.db);
-      expect(await claimDue(t.db, { hold, fence, limit: 10, token: fencingToken(0, hold.epoch), ttlMs: 60_000 })).toEqual([]);
+      expect(await claimDue(t.db, { fence, limit: 10, token: fencingToken(0, tokenOf(fence)), ttlMs: 60_000 })).toEqual([]);
       // Nor can anyone in iad become leader again.
       expect(await acquireLease(t.db, { name: "dispatch", owner: "A2", ttlMs: 60_000, skewMs: 0, region: "iad" })).toBeUndefined();
       // An fra leader claiming with the old generation is refused too; with the new one it works.
-      const fraHold = (await acquireLease(t.db, { name: "dispatch", owner: "B", ttlMs: 60_000, skewMs: 0, region: "fra" }))!;
-      expect(await claimDue(t.db, { hold: fraHold, fence: { region: "fra", generation: 0 }, limit: 10, token: 1, ttlMs: 60_000 })).toEqual([]);
-      const got = await claimDue(t.db, { hold: fraHold, fence: { region: "fra", generation: 1 }, limit: 10, token: fencingToken(1, fraHold.epoch), ttlMs: 60_000 });
+      const fraHold = await takeShards(t.db, "B", { region: "fra", generation: 1 });
+      expect(await claimDue(t.db, { fence: { ...fraHold, generation: 0 }, limit: 10, token: 1, ttlMs: 60_000 })).toEqual([]);
+      const got = await claimDue(t.db, { fence: fraHold, limit: 10, token: fencingToken(1, tokenOf(fraHold)), ttlMs: 60_000 });
       expect(got).toHaveLength(1);
       expect(Number(got[0]!.epoch)).toBe(2 ** 32 + 1);
       // Workers: iad takes nothing from the queue; fra does.
@@ -100,9 +104,9 @@ for (const driver of DRIVERS) {
     });
 
     test("a job claimed under an older generation is never called, even by a worker of the new home", async () => {
-      const hold = (await acquireLease(t.db, { name: "dispatch", owner: "A", ttlMs: 60_000, skewMs: 0, region: "iad" }))!;
+      const hold = await takeShards(t.db, "A", { region: "iad" });
       const j = await insertJob(t.db);
-      await claimDue(t.db, { hold, fence: { region: "iad", generation: 0 }, limit: 10, token: fencingToken(0, hold.epoch), ttlMs: 60_000, worker: "W" });
+      await claimDue(t.db, { fence: hold, limit: 10, token: fencingToken(0, tokenOf(hold)), ttlMs: 60_000, worker: "W" });
       await moveAuthority(t.db, { to: "fra", ttlMs: 5000, by, action: "cluster.failover" });
       const row = (await jobRow(t.db, j.id))!;
       // Same owner name, now in fra: the job's token is from generation 0.

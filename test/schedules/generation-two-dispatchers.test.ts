@@ -9,7 +9,9 @@ import { ScheduleGenerator } from "../../src/dispatcher/schedule-generator.ts";
 import { silentLogger } from "../../src/obs/log.ts";
 import { Metrics } from "../../src/obs/metrics.ts";
 import type { Db } from "../../src/store/db.ts";
-import { type LeaseHold, acquireLease, getLease } from "../../src/store/leases.ts";
+import { getLease } from "../../src/store/leases.ts";
+import type { ShardFence } from "../../src/store/shards.ts";
+import { takeShards, tokenOf } from "../helpers/shards.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { insertSchedule, type ScheduleFields } from "../../src/store/schedules.ts";
 import { seedAuthority } from "../../src/store/authority.ts";
@@ -153,7 +155,7 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
     await t?.close();
   });
 
-  const fenced = (hold: LeaseHold) => ({ hold, region: "local", generation: 0 });
+  const fenced = (hold: ShardFence) => hold;
   const generator = () => new ScheduleGenerator({ db: t.db, batch: 100, catchupPerSecond: 1000, log: silentLogger, metrics: new Metrics() });
 
   async function dueSchedule(id: string, secondsAgo: number) {
@@ -170,7 +172,7 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
   }
 
   test("five concurrent passes under the same valid hold: exactly one job per nominal, next_fire_at right after the last", async () => {
-    const hold = (await acquireLease(t.db, { name: "dispatch", owner: "A", ttlMs: 60_000, skewMs: 0 }))!;
+    const hold = await takeShards(t.db, "A");
     const from = await dueSchedule("race-same-hold", 6);
     const gens = [generator(), generator(), generator()];
     const results = await Promise.all([gens[0].runOnce(fenced(hold)), gens[1].runOnce(fenced(hold)), gens[2].runOnce(fenced(hold)), gens[0].runOnce(fenced(hold)), gens[1].runOnce(fenced(hold))]);
@@ -191,14 +193,12 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
   });
 
   test("a stale hold (epoch taken over) generates nothing, even racing the new holder", async () => {
-    await t.db.query("DELETE FROM leases WHERE name = 'dispatch'");
-    const old = (await acquireLease(t.db, { name: "dispatch", owner: "old", ttlMs: 60_000, skewMs: 0 }))!;
+    const old = await takeShards(t.db, "old");
     // Only the stale schedule is due from here on.
     await t.db.query("UPDATE schedules SET paused = true");
     const from = await dueSchedule("race-stale", 4);
-    await t.db.query("UPDATE leases SET lease_until = now() - interval '1 s' WHERE name = 'dispatch'");
-    const fresh = (await acquireLease(t.db, { name: "dispatch", owner: "new", ttlMs: 60_000, skewMs: 0 }))!;
-    expect(fresh.epoch).toBe(old.epoch + 1);
+    const fresh = await takeShards(t.db, "new");
+    expect(tokenOf(fresh)).toBeGreaterThan(tokenOf(old));
 
     // Alone, the stale holder does nothing at all.
     expect(await generator().runOnce(fenced(old))).toBe(0);

@@ -38,7 +38,7 @@ function job(over: Partial<JobRow> = {}): JobRow {
     async: true, cancel_requested: false, throttle_until: null, epoch: "1", queued_at: null, lease_owner: "async",
     lease_generation: 1, lease_until: null, last_error: null, dead_reason: null, start_by: null, catchup_after: null,
     catchup: false, host_limits: null, lease_key: KEY, checkpoint: null, deadline_at: null,
-    schema_version: 1, replays: 0, dead_signature: null, dead_streak: 0, replay: false, finished_at: null,
+    schema_version: 1, replays: 0, dead_signature: null, dead_streak: 0, replay: false, slot: 0, finished_at: null,
     created_at: new Date(0), updated_at: new Date(0), ...over,
   };
 }
