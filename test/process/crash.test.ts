@@ -91,19 +91,29 @@ describe("crashes and stops of real processes (postgres)", () => {
     expect(w.logs().some((l) => l.msg?.startsWith("graceful stop"))).toBe(true);
   });
 
-  test("a dispatcher killed with SIGKILL: a standby takes the lease with a higher epoch and dispatch goes on", async () => {
+  test("a dispatcher killed with SIGKILL: the other takes the coordinator lease and its shards with higher epochs, and dispatch goes on", async () => {
     const d2 = await spawnScheduler(["--mode=dispatcher"], env());
     procs.push(d2);
     const w = await spawnScheduler(["--mode=worker"], env());
     procs.push(w);
     const d1 = dispatcher;
     const firstEpoch = (await d1.waitForLog((l) => l.msg === "became leader")).epoch;
+    await d1.waitForLog((l) => l.msg === "shards taken");
+    const d1Epochs = d1.logs().filter((l) => l.msg === "shards taken").flatMap((l) => l.epochs as number[]);
+    const killedAt = d2.logs().length;
     kill(d1, "SIGKILL");
     const taken = await d2.waitForLog((l) => l.msg === "became leader", 15_000);
     expect(taken.epoch).toBeGreaterThan(firstEpoch);
-    const created = await api(apiProc.url, "POST", "/v1/jobs", { target: { url: `${target.url}/after-failover` } });
-    await eventually(() => target.callsTo("/after-failover").length === 1, 10_000, "delivery after takeover");
-    expect(Number(target.callsTo("/after-failover")[0].headers["scheduler-fencing-token"])).toBe(taken.epoch);
-    expect(created.status).toBe(201);
+    // Its shards come over too, at epochs above every epoch the killed one held.
+    await eventually(() => d2.logs().slice(killedAt).some((l) => l.msg === "shards taken"), 15_000, "the killed dispatcher's shards taken");
+    const newEpochs = d2.logs().slice(killedAt).filter((l) => l.msg === "shards taken").flatMap((l) => l.epochs as number[]);
+    expect(Math.min(...newEpochs)).toBeGreaterThan(Math.max(...d1Epochs));
+    await eventually(async () => Object.keys((await api(apiProc.url, "GET", "/v1/cluster")).body.shard_owners).length === 1, 10_000, "one dispatcher holding every shard");
+    const res = await api(apiProc.url, "POST", "/v1/jobs/batch", { jobs: Array.from({ length: 10 }, (_, i) => ({ target: { url: `${target.url}/after-failover/${i}` } })) });
+    expect(res.status).toBe(200);
+    await eventually(() => target.calls.filter((c) => c.path.startsWith("/after-failover/")).length === 10, 10_000, "delivery after takeover");
+    for (const c of target.calls.filter((c) => c.path.startsWith("/after-failover/"))) {
+      expect(Number(c.headers["scheduler-fencing-token"])).toBeGreaterThan(Math.max(...d1Epochs));
+    }
   });
 });
