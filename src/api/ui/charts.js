@@ -79,12 +79,13 @@ export function barChart(items, { width = 520, row = 22 } = {}) {
 
 /** Columns for a histogram: [{ label, value }] left to right. */
 export function columnChart(items, { width = 520, height = 170 } = {}) {
-  const L = 36, R = 4, T = 14, B = 34;
+  const L = 36, R = 4, T = 18, B = 34;
   const w = width - L - R, hgt = height - T - B;
   const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, class: "column-chart", role: "img" });
   const top = niceMax(Math.max(0, ...items.map((i) => i.value)));
   const slot = w / Math.max(1, items.length);
   svg.append(s("line", { x1: L, x2: L + w, y1: T + hgt, y2: T + hgt, class: "grid" }));
+  svg.append(s("line", { x1: L, x2: L + w, y1: T, y2: T, class: "grid" }));
   svg.append(s("text", { x: L - 6, y: T + 4, class: "axis", "text-anchor": "end" }, top.toLocaleString("en-US")));
   items.forEach((it, i) => {
     const bh = (it.value / top) * hgt;

@@ -86,7 +86,8 @@ export function renderJobs(items) {
 export function renderDlq(items, ui) {
   const rows = items.flatMap((j) => {
     const row = h("tr", { "data-dead": j.id },
-      h("td", {}, shortId(j.id)), h("td", {}, j.tenant), h("td", { class: "err" }, j.reason ?? ""), h("td", {}, when(j.dead_at)),
+      h("td", {}, shortId(j.id)), h("td", {}, j.tenant), h("td", { class: "err" }, j.reason ?? "", j.failure_signature ? h("div", { class: "muted" }, j.failure_signature, j.same_failure_count > 1 ? ` ×${j.same_failure_count}` : "") : null),
+      h("td", { class: "err" }, j.last_error ?? ""), h("td", {}, when(j.dead_at)),
       h("td", { class: "num" }, j.replays), h("td", {}, j.quarantined ? h("span", { class: "badge s-dead" }, "quarantined") : "no"),
       h("td", {}, h("button", { type: "button", class: "replay", onclick: () => ui.onOpen(j.id) }, "Replay…")),
     );
@@ -98,13 +99,13 @@ export function renderDlq(items, ui) {
         j.quarantined ? h("label", {}, h("input", { type: "checkbox", class: "replay-force" }), " force (quarantined)") : null,
         h("button", { type: "submit", class: "replay-confirm" }, "Replay now"),
         h("button", { type: "button", onclick: () => ui.onOpen(null) }, "Cancel"));
-      out.push(h("tr", { class: "form-row" }, h("td", { colspan: 7 }, form)));
+      out.push(h("tr", { class: "form-row" }, h("td", { colspan: 8 }, form)));
       queueMicrotask(() => input.focus());
     }
-    if (ui.errors[j.id]) out.push(h("tr", { class: "form-row" }, h("td", { colspan: 7, class: "error replay-error" }, ui.errors[j.id])));
+    if (ui.errors[j.id]) out.push(h("tr", { class: "form-row" }, h("td", { colspan: 8, class: "error replay-error" }, ui.errors[j.id])));
     return out;
   });
-  fill("dlq-table", table(["job", "tenant", "reason", "dead at", "replays", "quarantined", ""], rows, "no dead jobs"));
+  fill("dlq-table", table(["job", "tenant", "reason", "last error", "dead at", "replays", "quarantined", ""], rows, "no dead jobs"));
 }
 
 /** Schedules; previews[key] holds the fire instants asked for with the Preview button. */
