@@ -405,3 +405,30 @@ ensure_redis() {
   export TEST_REDIS_URL="$_SERVICES_REDIS_URL"
   _services_log "redis ${version:-?} on 127.0.0.1:$port (throwaway)"
 }
+
+# --------------------------------------------------------------------------
+# Chromium (the dashboard's browser tests, test/ui)
+# --------------------------------------------------------------------------
+
+# Exports CHROMIUM_PATH. Debian's package rather than a browser download by playwright:
+# no network fetch from the tests, and the same binary CI and developers use. Failing here
+# is not fatal for the run: the dashboard tests then fail with a clear message themselves.
+ensure_chromium() {
+  local path="${CHROMIUM_PATH:-}"
+  if [[ -z "$path" ]]; then
+    path="$(command -v chromium 2>/dev/null)" || path=""
+  fi
+  if [[ -z "$path" || ! -x "$path" ]]; then
+    _services_apt_install chromium "chromium (for the dashboard tests)" || true
+    path="$(command -v chromium 2>/dev/null)" || path=""
+  fi
+  if [[ -z "$path" || ! -x "$path" ]]; then
+    _services_log "chromium not found: the dashboard tests (test/ui) will fail; install it (Debian: apt-get install chromium) or set CHROMIUM_PATH"
+    return 1
+  fi
+  export CHROMIUM_PATH="$path"
+  local version
+  # Debian's wrapper script prints a shell warning on some systems; only the version line matters.
+  version="$("$path" --version 2>/dev/null | sed -nE 's/^Chromium ([0-9.]+).*/\1/p')" || version=""
+  _services_log "chromium ${version:-?} at $path"
+}

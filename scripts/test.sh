@@ -33,6 +33,24 @@ export PATH="$PWD/node_modules/.bin:$PATH"
 ensure_postgres
 ensure_redis
 
+# The dashboard tests drive a real browser; only fetch one when they are part of this run
+# (bun test filters by path substring, so no filter or one that matches test/ui selects them).
+wants_ui_tests() {
+  local arg filters=0
+  for arg in "$@"; do
+    [[ "$arg" == -* ]] && continue
+    filters=1
+    arg="${arg#./}"
+    if [[ "test/ui/dashboard.test.ts" == *"$arg"* || "$arg" == test/ui* ]]; then
+      return 0
+    fi
+  done
+  [[ $filters -eq 0 ]]
+}
+if wants_ui_tests "$@"; then
+  ensure_chromium || true
+fi
+
 failed=0
 passed=0
 

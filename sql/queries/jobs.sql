@@ -37,6 +37,19 @@ WHERE ($1::text IS NULL OR tenant = $1)
 ORDER BY id
 LIMIT $7;
 
+-- name: ListJobsNewest
+-- ListJobs newest first (the dashboard's recent jobs): the same filters, the keyset walks
+-- down from the cursor. Bounded by $7.
+SELECT * FROM jobs
+WHERE ($1::text IS NULL OR tenant = $1)
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::text IS NULL OR schedule_id = $3)
+  AND ($4::timestamptz IS NULL OR due_at < $4)
+  AND ($5::timestamptz IS NULL OR due_at >= $5)
+  AND ($6::uuid IS NULL OR id < $6)
+ORDER BY id DESC
+LIMIT $7;
+
 -- name: ListAttempts
 SELECT * FROM attempts WHERE job_id = $1::uuid ORDER BY number LIMIT 1000;
 

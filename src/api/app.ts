@@ -19,6 +19,7 @@ import { auditRoutes } from "./audit-routes.ts";
 import { auditAdminUse } from "./admin-audit.ts";
 import type { RegionAuthority } from "../region/authority.ts";
 import { openApiRoutes } from "./openapi/openapi-routes.ts";
+import { uiRoutes } from "./ui-routes.ts";
 import pkg from "../../package.json" with { type: "json" };
 
 export interface AppDeps {
@@ -63,6 +64,7 @@ export function createApp(deps: AppDeps) {
   if (deps.serveApi) {
     // Outside /v1: no token. Documenting a route: src/api/openapi/*-docs.ts.
     app.route("/", openApiRoutes(pkg.version));
+    app.route("/", uiRoutes());
     app.use(
       "/v1/*",
       bodyLimit({

@@ -138,9 +138,10 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
       if (!UUID.test(afterId)) throw badRequest("cursor is not one this API gave out", "cursor");
     }
     const limit = int("limit", q.limit, 1, 1000, 100);
+    if (q.order && q.order !== "asc" && q.order !== "desc") throw badRequest("order must be asc or desc", "order");
     let tenant = tenantFilter(p);
     if (tenant === null && q.tenant) tenant = q.tenant;
-    const rows = await listJobs(db, { tenant, status, scheduleId: q.schedule_id || null, dueBefore: instant("due_before"), dueAfter: instant("due_after"), afterId, limit: limit + 1 });
+    const rows = await listJobs(db, { tenant, status, scheduleId: q.schedule_id || null, dueBefore: instant("due_before"), dueAfter: instant("due_after"), afterId, limit: limit + 1, newestFirst: q.order === "desc" });
     const page = rows.slice(0, limit);
     return c.json({
       items: page.map((j) => jobView(j)),

@@ -93,10 +93,12 @@ export interface ListFilter {
   dueAfter: Date | null;
   afterId: string | null;
   limit: number;
+  /** Newest first: the page after afterId holds older jobs. */
+  newestFirst?: boolean;
 }
 
 export async function listJobs(db: Queryable, f: ListFilter): Promise<JobRow[]> {
-  return db.query<JobRow>(sql("ListJobs"), [f.tenant, f.status, f.scheduleId, f.dueBefore, f.dueAfter, f.afterId, f.limit]);
+  return db.query<JobRow>(sql(f.newestFirst ? "ListJobsNewest" : "ListJobs"), [f.tenant, f.status, f.scheduleId, f.dueBefore, f.dueAfter, f.afterId, f.limit]);
 }
 
 /** Who asked for a change, for the audit log (written in the same transaction). */

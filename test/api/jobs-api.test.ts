@@ -191,6 +191,17 @@ for (const driver of DRIVERS) {
         expect(new Set(exact.flat().map((j) => j.id))).toEqual(made);
       });
 
+      test("order=desc: newest first, the cursor walks on to older jobs; a bad order → 400", async () => {
+        const made: string[] = [];
+        for (let i = 0; i < 5; i++) made.push((await mustCreate(rt, { tenant: "newest", delay: `${5 - i}m` })).id);
+        const pages = await allPages(rt, "tenant=newest&order=desc", 2);
+        expect(pages.map((p) => p.length)).toEqual([2, 2, 1]);
+        expect(pages.flat().map((j) => j.id)).toEqual([...made].reverse());
+        const asc = await allPages(rt, "tenant=newest&order=asc", 5);
+        expect(asc.flat().map((j) => j.id)).toEqual(made);
+        expectError(await api(rt, "GET", "/v1/jobs?order=newest"), 400, "order");
+      });
+
       test("bad limit, status and cursor → 400 naming the parameter", async () => {
         for (const l of ["0", "1001", "x", "-1", "2.5"]) expectError(await api(rt, "GET", `/v1/jobs?limit=${l}`), 400, "limit");
         expect((await api(rt, "GET", "/v1/jobs?limit=1000")).status).toBe(200);

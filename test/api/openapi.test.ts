@@ -83,7 +83,7 @@ describe("OpenAPI document", () => {
   test("no-token routes say so; every other route needs the bearer token", () => {
     const open = Object.entries(doc.paths as Doc).flatMap(([path, item]) => Object.entries(item as Doc).filter(([, op]) => Array.isArray(op.security) && op.security.length === 0).map(([m]) => `${m.toUpperCase()} ${path}`));
     // The async callbacks take the job's lease token in the body instead of a bearer token.
-    expect(open.sort()).toEqual(["GET /docs", "GET /healthz", "GET /metrics", "GET /openapi.json", "GET /readyz", "POST /v1/jobs/{id}/complete", "POST /v1/jobs/{id}/heartbeat"]);
+    expect(open.sort()).toEqual(["GET /docs", "GET /healthz", "GET /metrics", "GET /openapi.json", "GET /readyz", "GET /ui", "GET /ui/{file}", "POST /v1/jobs/{id}/complete", "POST /v1/jobs/{id}/heartbeat"]);
   });
 
   test("the POST /v1/jobs request schema accepts and rejects what the route does", async () => {

@@ -145,6 +145,14 @@ describe("compiled binary", () => {
       const job = (await got.json()) as { id?: string; status?: string };
       expect(job.id).toBe(jobId);
       expect(job.status).toBe("scheduled");
+
+      // The dashboard's files are inside the binary (imported as text), not read from src/.
+      const page = await fetch(`${base()}/ui`);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain('src="/ui/app.js"');
+      const script = await fetch(`${base()}/ui/app.js`);
+      expect(script.headers.get("content-type")).toContain("text/javascript");
+      expect(await script.text()).toContain("/v1/stats");
     } finally {
       // Stopped even when a step above failed; that failure is the one reported.
       stopped = await stop(proc);

@@ -46,10 +46,11 @@ export const jobsDocs: RouteDoc[] = [
       schedule_id: v.optional(v.pipe(v.string(), v.description("Occurrences of this schedule."))),
       due_before: v.optional(instantField),
       due_after: v.optional(instantField),
+      order: v.optional(v.pipe(v.picklist(["asc", "desc"]), v.description("asc: oldest first (the default); desc: newest first. Pass the same order with the cursor.")), "asc"),
       ...pageQuery,
       ...tenantQuery,
     }),
-    responses: { 200: json("JobPage", "A page of jobs, oldest first."), ...errors(400, 401, 403) },
+    responses: { 200: json("JobPage", "A page of jobs, oldest first (newest first with order=desc)."), ...errors(400, 401, 403) },
   },
   {
     method: "get", path: "/v1/jobs/:id", tag: "Jobs", auth: "jobs:read", params: JOB_ID,

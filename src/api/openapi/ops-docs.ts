@@ -37,6 +37,21 @@ export const opsDocs: RouteDoc[] = [
     responses: { 200: { description: "HTML.", contentType: "text/html", schema: v.string() } },
   },
   {
+    method: "get", path: "/ui", tag: "Operations", auth: "none",
+    summary: "The dashboard (api mode): one page that reads this API with the token pasted into it",
+    description: "The page and its files need no token; its data calls (GET /v1/stats, /v1/jobs, /v1/dlq, /v1/schedules, replay) send the bearer token the user gives it. Nothing is fetched from anywhere else.",
+    responses: { 200: { description: "HTML.", contentType: "text/html", schema: v.string() } },
+  },
+  {
+    method: "get", path: "/ui/:file", tag: "Operations", auth: "none",
+    params: { file: "One of the dashboard's files: app.js, style.css, …" },
+    summary: "The dashboard's script and style files (ES modules, CSS)",
+    responses: {
+      200: { description: "JavaScript or CSS.", contentType: "text/javascript", schema: v.string() },
+      ...errors(404),
+    },
+  },
+  {
     method: "get", path: "/v1/cluster", tag: "Cluster", auth: "jobs:read",
     summary: "Regions, the fencing epoch and the dispatch leader",
     responses: { 200: json(Cluster, "The cluster as this process sees it."), ...errors(401, 403, 503) },
