@@ -13,6 +13,8 @@ export interface SchedulerOptions {
   logFile: string;
   /** More variables for the scheduler, after (over) those passed through, e.g. SCHEDULER_DISPATCH_RATE. */
   env?: Record<string, string>;
+  /** --mode; default all. */
+  mode?: "all" | "api" | "dispatcher" | "worker";
 }
 
 async function freePort(): Promise<number> {
@@ -31,7 +33,7 @@ export function passedThrough(env: Record<string, string | undefined> = process.
   return out;
 }
 
-/** `bun src/main.ts --mode=all` in its own process, its output appended to logFile. */
+/** `bun src/main.ts --mode=all` (or another mode) in its own process, its output appended to logFile. */
 export class SchedulerProcess {
   readonly proc: Subprocess;
   readonly url: string;
@@ -60,7 +62,7 @@ export class SchedulerProcess {
     if (o.dataDir) env.SCHEDULER_DATA_DIR = o.dataDir;
     const fd = openSync(o.logFile, "a");
     try {
-      const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "--mode=all"], {
+      const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), `--mode=${o.mode ?? "all"}`], {
         cwd: ROOT,
         env,
         stdin: "ignore",
