@@ -39,7 +39,8 @@ describe("scheduler index rebuild (postgres, redis)", () => {
     const cancelled = await insertJob(db, { due_at: new Date(Date.now() + 60_000) });
     await db.query("UPDATE jobs SET status = 'cancelled' WHERE id = $1", [cancelled.id]);
     // A stale member from before the rebuild must be gone after it.
-    const index = new BunRedisDueIndex({ url: testRedisUrl(), prefix: scratch.prefix });
+    // The layout the scheduler uses: one set per dispatch shard (SCHEDULER_SHARDS, default 16).
+    const index = new BunRedisDueIndex({ url: testRedisUrl(), prefix: scratch.prefix, shards: 16, placement: "slot" });
     try {
       await index.entriesUpsert({ entries: [{ jobId: "00000000-0000-7000-8000-000000000000", dueMs: Date.now() }] });
       const r = run(["index", "rebuild"], { DATABASE_URL: url, REDIS_URL: testRedisUrl(), SCHEDULER_INDEX_PREFIX: scratch.prefix, SCHEDULER_INDEX_WINDOW: "1h" });
