@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Runtime } from "../../src/runtime.ts";
 import { claimDue, expireDue, reapExpiredLeases } from "../../src/store/dispatch-queries.ts";
-import { takeShards, tokenOf } from "../helpers/shards.ts";
+import { releaseTestShards, takeShards, tokenOf } from "../helpers/shards.ts";
 import { claimQueued, completeAttempts, startAttempts, type Completion } from "../../src/store/worker-queries.ts";
 import { seedAuthority } from "../../src/store/authority.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
@@ -135,6 +135,8 @@ for (const driver of DRIVERS) {
     });
 
     describe("through a running scheduler", () => {
+      // The store-level tests above held shard 0 by hand: give it back to the schedulers here.
+      beforeAll(() => releaseTestShards(t.db));
       test("cancel after the worker claimed, before it called: not called, ends cancelled", async () => {
         let rt: Runtime | undefined;
         let cancelAnswer: number | undefined;
