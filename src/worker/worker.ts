@@ -5,14 +5,14 @@ import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { Sleeper } from "../time/sleeper.ts";
 import { CompletionBatcher } from "./completion-batcher.ts";
-import { decideNext } from "./decide.ts";
-import { deliver, type DeliveryResult } from "./deliver.ts";
 import { HostLimiter, hostKey } from "./host-limiter.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
-import { ABORT_CANCEL, ABORT_LEASE, ABORT_STOP } from "./abort-reasons.ts";
+import { ABORT_CANCEL, ABORT_STOP } from "./abort-reasons.ts";
 import { DueGate } from "./due-gate.ts";
-import { asyncCallContext, isAcceptance, recordAcceptance } from "./async-accept.ts";
-import { PayloadCache, withBody } from "./payload-cache.ts";
+import { PayloadCache } from "./payload-cache.ts";
+import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
+import { HeldPump } from "./held-pump.ts";
+import { SlotLedger } from "./slot-ledger.ts";
 
 export interface WorkerOptions {
   db: Db;
@@ -47,8 +47,6 @@ export interface InFlight {
 }
 
 const MAX_CLAIM = 200;
-/** A call that finds its host paused (a Retry-After that came in after its slot was taken) waits this long at most. */
-const MAX_PAUSE_WAIT_MS = 2000;
 
 /**
  * Claims queued jobs under a lease, checks each again right before calling, calls the
@@ -62,15 +60,12 @@ export class Worker {
   private readonly completions: CompletionBatcher;
   private readonly renewer: LeaseRenewer;
   private readonly limiter: HostLimiter<InFlight>;
-  private readonly payloads: PayloadCache;
+  private readonly attempt: AttemptDeps;
+  private readonly slots: SlotLedger;
   /** Claimed jobs waiting in memory for their host to have room (in `inflight` too, for lease renewal). */
-  private readonly held = new Set<string>();
+  private readonly held: HeldPump;
   /** Claimed jobs not due yet (pre-staged): they keep their call slot and wait for their instant. */
   private readonly gate = new DueGate<InFlight>((fs) => this.handled(this.opened(fs)));
-  private pumping = false;
-  private pumpAgain = false;
-  private pumpTimer: ReturnType<typeof setTimeout> | undefined;
-  private pumpTimerAt = Infinity;
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
   private readonly calls = new Set<Promise<void>>();
   private loopDone: Promise<void> | undefined;
@@ -81,12 +76,42 @@ export class Worker {
   constructor(private readonly o: WorkerOptions) {
     this.completions = new CompletionBatcher(o.db, o.owner, o.log);
     this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, log: o.log, inflight: this.inflight });
-    this.payloads = new PayloadCache(o.db);
     const hl = o.hostLimits ?? {};
     this.limiter = new HostLimiter<InFlight>({
       ratePerSec: hl.ratePerSec, concurrency: hl.concurrency, floorPerSec: hl.floorPerSec ?? 0.5,
       // Held jobs take no call slot, so they are bounded on their own (their rows are in memory).
       maxHeld: Math.max(200, 2 * o.concurrency),
+    });
+    this.attempt = {
+      db: o.db, owner: o.owner, log: o.log, metrics: o.metrics, limiter: this.limiter, payloads: new PayloadCache(o.db),
+      completions: this.completions, signingKey: o.signingKey, allowPrivateTargets: o.allowPrivateTargets, asyncLeaseMs: o.asyncLeaseMs,
+    };
+    this.held = new HeldPump({
+      limiter: this.limiter,
+      stopping: () => this.stopping,
+      giveBack: (fs) => this.returnHeld(fs),
+      defer: async (overdue) => {
+        try {
+          await deferJobs(this.o.db, this.o.owner, overdue.map((x) => ({ id: x.item.job.id, gen: x.item.gen, dueAt: new Date(x.at) })));
+        } finally {
+          for (const x of overdue) this.inflight.delete(x.item.job.id);
+        }
+      },
+      begin: (ready) => this.begin(ready),
+      background: (p) => this.handled(p),
+    });
+    // Jobs waiting for their host take no slot: they are few (a short wait each, a bounded
+    // number) and other hosts' jobs must not wait behind them.
+    this.slots = new SlotLedger({
+      concurrency: o.concurrency,
+      closed: () => this.stopping,
+      reserved: o.reservedSlots,
+      busy: () => this.inflight.size - this.held.size,
+      busyBelow: (min) => {
+        let n = 0;
+        for (const f of this.inflight.values()) if (f.job.priority < min && !this.held.has(f.job.id)) n++;
+        return n;
+      },
     });
   }
 
@@ -104,7 +129,7 @@ export class Worker {
       } else if (f && this.held.has(id)) {
         // Waiting for its host: not called; given back (and so cancelled) by the next pump.
         f.abort.abort(ABORT_CANCEL);
-        this.kick();
+        this.held.kick();
       } else if (f && this.gate.remove(id)) {
         // Waiting for its due instant: given back now, which ends it cancelled.
         this.handled(this.returnHeld([f]));
@@ -131,7 +156,7 @@ export class Worker {
     await this.loopDone;
     await Promise.all(this.handoffs);
     clearInterval(this.sweepTimer);
-    this.disarmPump();
+    this.held.disarm();
     // Jobs waiting for their host or their due instant were never called: back to scheduled at once.
     const waiting = [...this.limiter.drainHeld(), ...this.gate.drain()];
     if (waiting.length > 0) {
@@ -189,60 +214,21 @@ export class Worker {
     return this.o.owner;
   }
 
-  /** Slots promised to claims under way (any job). */
-  private reserved = 0;
-  /** Of those, the ones a claim for any priority holds (it may fill them with low-priority jobs). */
-  private reservedAny = 0;
-
-  /**
-   * Room for more calls of any priority, not counting slots promised to a claim under way.
-   * Jobs waiting for their host take none: they are few (a short wait each, a bounded
-   * number) and other hosts' jobs must not wait behind them. With reserved slots, jobs below
-   * their class may fill only the others.
-   */
-  freeSlots(): number {
-    if (this.stopping) return 0;
-    const total = this.o.concurrency - (this.inflight.size - this.held.size) - this.reserved;
-    const rs = this.o.reservedSlots;
-    if (!rs) return Math.max(0, total);
-    return Math.max(0, Math.min(total, this.o.concurrency - rs.slots - this.belowReserved() - this.reservedAny));
-  }
-
-  /** Calls (or jobs about to be called) below the reserved class. */
-  private belowReserved(): number {
-    const min = this.o.reservedSlots!.minPriority;
-    let n = 0;
-    for (const f of this.inflight.values()) if (f.job.priority < min && !this.held.has(f.job.id)) n++;
-    return n;
-  }
-
-  /**
-   * Reserves up to n slots before a claim is sent (by this worker's loop or by a dispatcher
-   * in this process), so that two claims in flight cannot overshoot the concurrency.
-   */
+  /** LocalWorker: promises up to n call slots to a claim; returns how many. */
   takeSlots(n: number): number {
-    const k = Math.min(n, this.freeSlots());
-    this.reserved += k;
-    this.reservedAny += k;
-    return k;
+    return this.slots.take(n);
   }
 
   giveBack(n: number): void {
-    this.reserved -= n;
-    this.reservedAny -= n;
+    this.slots.giveBack(n);
   }
 
-  /** Room left only for the reserved class (after takeSlots took what any job may use). */
   takeReservedSlots(n: number): number {
-    if (!this.o.reservedSlots || this.stopping) return 0;
-    const total = this.o.concurrency - (this.inflight.size - this.held.size) - this.reserved;
-    const k = Math.max(0, Math.min(n, total));
-    this.reserved += k;
-    return k;
+    return this.slots.takeReserved(n);
   }
 
   giveBackReserved(n: number): void {
-    this.reserved -= n;
+    this.slots.giveBackReserved(n);
   }
 
   /** Jobs a dispatcher in this process claimed straight into running under our lease. */
@@ -332,7 +318,7 @@ export class Worker {
       }
       throw err;
     } finally {
-      if (this.held.size > 0) this.armPump();
+      if (this.held.size > 0) this.held.arm();
     }
   }
 
@@ -368,42 +354,6 @@ export class Worker {
     }
   }
 
-  /** Starts the held jobs whose host has room, hands back those held too long or cancelled. */
-  private kick(): void {
-    if (this.held.size === 0 && !this.pumping) return;
-    this.handled(this.pump());
-  }
-
-  private async pump(): Promise<void> {
-    if (this.pumping) {
-      this.pumpAgain = true;
-      return;
-    }
-    this.pumping = true;
-    try {
-      do {
-        this.pumpAgain = false;
-        if (this.stopping) return; // stop() gives the held jobs back
-        const aborted = this.limiter.removeHeld((f) => f.abort.signal.aborted);
-        if (aborted.length > 0) await this.returnHeld(aborted);
-        const { ready, overdue } = this.limiter.pump(Date.now());
-        for (const f of ready) this.held.delete(f.job.id);
-        if (overdue.length > 0) {
-          for (const o of overdue) this.held.delete(o.item.job.id);
-          try {
-            await deferJobs(this.o.db, this.o.owner, overdue.map((o) => ({ id: o.item.job.id, gen: o.item.gen, dueAt: new Date(o.at) })));
-          } finally {
-            for (const o of overdue) this.inflight.delete(o.item.job.id);
-          }
-        }
-        await this.begin(ready);
-      } while (this.pumpAgain);
-    } finally {
-      this.pumping = false;
-      this.armPump();
-    }
-  }
-
   /** Held jobs not called after all (a cancel, a lost lease, a stop): back to the database at once. */
   private async returnHeld(fs: InFlight[]): Promise<void> {
     for (const f of fs) this.held.delete(f.job.id);
@@ -414,28 +364,6 @@ export class Worker {
     }
   }
 
-  /** Wakes the pump when a held job's host may have room again (a finished call also does). */
-  private armPump(): void {
-    if (this.stopping || this.held.size === 0) return this.disarmPump();
-    const now = Date.now();
-    const at = Math.max(now + 1, this.limiter.nextWakeAt(now));
-    if (!Number.isFinite(at)) return this.disarmPump();
-    if (this.pumpTimer && this.pumpTimerAt <= at) return;
-    this.disarmPump();
-    this.pumpTimerAt = at;
-    this.pumpTimer = setTimeout(() => {
-      this.pumpTimer = undefined;
-      this.pumpTimerAt = Infinity;
-      this.kick();
-    }, at - now);
-  }
-
-  private disarmPump(): void {
-    if (this.pumpTimer) clearTimeout(this.pumpTimer);
-    this.pumpTimer = undefined;
-    this.pumpTimerAt = Infinity;
-  }
-
   private readonly calling = new Set<string>();
   private isCalling(id: string): boolean {
     return this.calling.has(id);
@@ -444,7 +372,7 @@ export class Worker {
   private launch(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
     this.calling.add(f.job.id);
     this.o.metrics.inflight.set(this.calling.size);
-    const p = this.call(f, attemptId, number, catchup)
+    const p = callAttempt(this.attempt, f, attemptId, number, catchup)
       .catch((err) => this.o.log.error({ err, job_id: f.job.id }, "recording the outcome failed; the lease will lapse and the job will be retried"))
       .finally(() => {
         this.limiter.forget(f.job.id);
@@ -453,96 +381,8 @@ export class Worker {
         this.calls.delete(p);
         this.o.metrics.inflight.set(this.calling.size);
         this.sleeper.wake();
-        this.kick();
+        this.held.kick();
       });
     this.calls.add(p);
   }
-
-  private async call(f: InFlight, attemptId: string, number: number, catchup: boolean): Promise<void> {
-    const { job } = f;
-    // The fencing token the call carries: which leader and region generation sent it.
-    const log = this.o.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId, epoch: job.epoch === null ? null : Number(job.epoch) });
-    const startMs = Date.now();
-    if (job.queued_at) this.o.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
-    this.o.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
-    const loaded = await withBody(job, this.payloads);
-    const notSent = "result" in loaded ? loaded.result : await this.waitOutPause(job, f.abort.signal);
-    const r: DeliveryResult = notSent ?? await deliver((loaded as { job: JobRow }).job, {
-      attemptId, attemptNumber: number, catchup, signingKey: this.o.signingKey,
-      allowPrivateTargets: this.o.allowPrivateTargets, signal: f.abort.signal, ...asyncCallContext(job, f.gen),
-    });
-    this.o.metrics.deliveries.inc({ outcome: r.outcome });
-    // The host's answer paces further calls to it (429/503 slow it, Retry-After pauses it).
-    if (!notSent && this.limiter.finish(job.id, { outcome: r.outcome, retryAfterMs: r.retryAfterMs, startedAt: r.startedAt.getTime(), durationMs: r.finishedAt.getTime() - r.startedAt.getTime() })) {
-      this.o.metrics.throttledHosts.set(this.limiter.throttledHosts());
-    }
-    this.o.metrics.executionDuration.observe((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000);
-    if (isAcceptance(job, r)) {
-      // The target took the job: from here it is the target's (heartbeats, completion), and
-      // this slot is free once the acceptance is written.
-      return recordAcceptance(this.o.db, log, { owner: this.o.owner, job, gen: f.gen, attemptId, leaseMs: this.o.asyncLeaseMs, r });
-    }
-    const now = Date.now();
-    let next = decideNext({ ...job, calls: number }, r, now);
-    const why = f.abort.signal.aborted ? f.abort.signal.reason : undefined;
-    if (r.outcome !== "success" && (why === ABORT_STOP || why === ABORT_LEASE)) {
-      // Our stop, not the target's failure: retry at once elsewhere, without using up a try.
-      next = { status: "scheduled", delayMs: 0, countsTry: false, throttleUntil: null, deadReason: null, error: r.error };
-    }
-    const accepted = await this.completions.push({
-      job_id: job.id, gen: f.gen, attempt_id: attemptId, outcome: r.outcome, http_status: r.httpStatus,
-      error: r.error, possibly_delivered: r.possiblyDelivered, started_at: r.startedAt, finished_at: r.finishedAt,
-      next_status: next.status, next_delay_ms: next.delayMs, last_error: next.error, counts_try: next.countsTry,
-      throttle_until: next.throttleUntil, dead_reason: next.deadReason,
-    });
-    const fields = { outcome: r.outcome, http_status: r.httpStatus, ms: r.finishedAt.getTime() - r.startedAt.getTime(), next: next.status };
-    if (!accepted) {
-      this.o.metrics.duplicateAttempts.inc();
-      log.warn(fields, "late completion rejected: the lease moved on while the call ran");
-      return;
-    }
-    if (next.status === "succeeded") this.o.metrics.endToEnd.observe(Math.max(0, (now - job.scheduled_for.getTime()) / 1000));
-    if (next.status === "dead") this.o.metrics.dlqIngress.inc();
-    if (next.status === "scheduled" && r.outcome !== "success") this.o.metrics.retries.inc({ class: r.outcome });
-    if (r.outcome === "success") log.info(fields, "delivered");
-    else log.warn({ ...fields, error: next.error, retry_in_ms: next.delayMs }, "delivery failed");
-  }
-
-  /**
-   * A Retry-After from another call to this host may have arrived after this job's slot was
-   * taken (while its attempt was being opened): the pause holds for this call too. A short
-   * pause is waited out; after a longer one the job is retried, as throttled (no try used up),
-   * without a call. Returns a result only when nothing is sent.
-   */
-  private async waitOutPause(job: JobRow, signal: AbortSignal): Promise<DeliveryResult | undefined> {
-    const host = hostKey(job.target.url);
-    for (;;) {
-      const ms = this.limiter.pausedUntil(host) - Date.now();
-      if (ms <= 0) return undefined;
-      const startedAt = new Date();
-      const notSent = (outcome: "throttled" | "transient", error: string, retryAfterMs: number | null): DeliveryResult => ({
-        outcome, httpStatus: null, possiblyDelivered: false, retryAfterMs, refused: false, error, startedAt, finishedAt: new Date(),
-      });
-      if (ms > MAX_PAUSE_WAIT_MS) return notSent("throttled", "not called: the host asked for a pause (Retry-After) just before this call; retried after it", ms);
-      if (await sleepUnlessAborted(ms, signal)) {
-        return notSent("transient", `call aborted before it was sent (waiting out the host's Retry-After): ${String(signal.reason ?? "stopped")}`, null);
-      }
-    }
-  }
-}
-
-/** Resolves true if `signal` aborts first, false once `ms` have passed. */
-function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(true);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve(false);
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
 }

@@ -1,0 +1,80 @@
+import type { Db } from "../store/db.ts";
+import type { JobRow } from "../store/types.ts";
+import type { Logger } from "../obs/log.ts";
+import type { Metrics } from "../obs/metrics.ts";
+import { ABORT_LEASE, ABORT_STOP } from "./abort-reasons.ts";
+import { asyncCallContext, isAcceptance, recordAcceptance } from "./async-accept.ts";
+import type { CompletionBatcher } from "./completion-batcher.ts";
+import { decideNext } from "./decide.ts";
+import { deliver, type DeliveryResult } from "./deliver.ts";
+import type { HostLimiter } from "./host-limiter.ts";
+import { waitOutPause } from "./pause-wait.ts";
+import { type PayloadCache, withBody } from "./payload-cache.ts";
+import type { InFlight } from "./worker.ts";
+
+export interface AttemptDeps {
+  db: Db;
+  owner: string;
+  log: Logger;
+  metrics: Metrics;
+  limiter: HostLimiter<InFlight>;
+  payloads: PayloadCache;
+  completions: CompletionBatcher;
+  signingKey?: Uint8Array;
+  allowPrivateTargets: boolean;
+  asyncLeaseMs: number;
+}
+
+/**
+ * One attempt, after its pre-call check: the call (outside any transaction), its effect on
+ * the host's pacing, the decision (succeeded, retry, dead) and its generation-checked record.
+ */
+export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string, number: number, catchup: boolean): Promise<void> {
+  const { job } = f;
+  // The fencing token the call carries: which leader and region generation sent it.
+  const log = d.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId, epoch: job.epoch === null ? null : Number(job.epoch) });
+  const startMs = Date.now();
+  if (job.queued_at) d.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
+  d.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
+  const loaded = await withBody(job, d.payloads);
+  const notSent = "result" in loaded ? loaded.result : await waitOutPause(d.limiter, job, f.abort.signal);
+  const r: DeliveryResult = notSent ?? await deliver((loaded as { job: JobRow }).job, {
+    attemptId, attemptNumber: number, catchup, signingKey: d.signingKey,
+    allowPrivateTargets: d.allowPrivateTargets, signal: f.abort.signal, ...asyncCallContext(job, f.gen),
+  });
+  d.metrics.deliveries.inc({ outcome: r.outcome });
+  // The host's answer paces further calls to it (429/503 slow it, Retry-After pauses it).
+  if (!notSent && d.limiter.finish(job.id, { outcome: r.outcome, retryAfterMs: r.retryAfterMs, startedAt: r.startedAt.getTime(), durationMs: r.finishedAt.getTime() - r.startedAt.getTime() })) {
+    d.metrics.throttledHosts.set(d.limiter.throttledHosts());
+  }
+  d.metrics.executionDuration.observe((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000);
+  if (isAcceptance(job, r)) {
+    // The target took the job: from here it is the target's (heartbeats, completion), and
+    // this slot is free once the acceptance is written.
+    return recordAcceptance(d.db, log, { owner: d.owner, job, gen: f.gen, attemptId, leaseMs: d.asyncLeaseMs, r });
+  }
+  const now = Date.now();
+  let next = decideNext({ ...job, calls: number }, r, now);
+  const why = f.abort.signal.aborted ? f.abort.signal.reason : undefined;
+  if (r.outcome !== "success" && (why === ABORT_STOP || why === ABORT_LEASE)) {
+    // Our stop, not the target's failure: retry at once elsewhere, without using up a try.
+    next = { status: "scheduled", delayMs: 0, countsTry: false, throttleUntil: null, deadReason: null, error: r.error };
+  }
+  const accepted = await d.completions.push({
+    job_id: job.id, gen: f.gen, attempt_id: attemptId, outcome: r.outcome, http_status: r.httpStatus,
+    error: r.error, possibly_delivered: r.possiblyDelivered, started_at: r.startedAt, finished_at: r.finishedAt,
+    next_status: next.status, next_delay_ms: next.delayMs, last_error: next.error, counts_try: next.countsTry,
+    throttle_until: next.throttleUntil, dead_reason: next.deadReason,
+  });
+  const fields = { outcome: r.outcome, http_status: r.httpStatus, ms: r.finishedAt.getTime() - r.startedAt.getTime(), next: next.status };
+  if (!accepted) {
+    d.metrics.duplicateAttempts.inc();
+    log.warn(fields, "late completion rejected: the lease moved on while the call ran");
+    return;
+  }
+  if (next.status === "succeeded") d.metrics.endToEnd.observe(Math.max(0, (now - job.scheduled_for.getTime()) / 1000));
+  if (next.status === "dead") d.metrics.dlqIngress.inc();
+  if (next.status === "scheduled" && r.outcome !== "success") d.metrics.retries.inc({ class: r.outcome });
+  if (r.outcome === "success") log.info(fields, "delivered");
+  else log.warn({ ...fields, error: next.error, retry_in_ms: next.delayMs }, "delivery failed");
+}
