@@ -1,7 +1,7 @@
 import type { Db } from "../store/db.ts";
-import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, countQueued, dueCandidates, scheduledTenants, tenantsInFlight, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
+import { countQueued, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
-import type { ShardFence, ShardHold } from "../store/shards.ts";
+import type { ShardFence } from "../store/shards.ts";
 import { ShardOwnership } from "./shard-ownership.ts";
 import { SLOTS } from "../store/shards.ts";
 import type { JobRow } from "../store/types.ts";
@@ -15,9 +15,10 @@ import { LeaseReaper } from "./lease-reaper.ts";
 import { ScheduleGenerator } from "./schedule-generator.ts";
 import { nextFireAt } from "../store/schedules.ts";
 import { setIndexCapture } from "../index/capture.ts";
-import { type IndexKeeper, RECONCILE_LATE_MS } from "../index/index-keeper.ts";
-import { DUE_LIST_MAX } from "../index/due-index.ts";
-import { type Candidate, DispatchPlanner, type PlannerSettings } from "./dispatch-planner.ts";
+import type { IndexKeeper } from "../index/index-keeper.ts";
+import { DispatchPlanner, type PlannerSettings } from "./dispatch-planner.ts";
+import { DueClaimer } from "./due-claimer.ts";
+import { QueueUptake } from "./queue-uptake.ts";
 
 export interface DispatcherOptions {
   db: Db;
@@ -69,11 +70,6 @@ export interface LocalWorker {
 export const DISPATCH_LEASE = "dispatch";
 /** Schedules per generation transaction. */
 const SCHEDULE_BATCH = 100;
-/** Tenants sampled per pass. */
-const TENANTS_PER_PASS = 64;
-/** Candidates sampled per slot to fill: room for the planner to choose. */
-const CANDIDATE_FACTOR = 4;
-const UPTAKE_WINDOW_MS = 250;
 /** Queued jobs the reserved class may have beyond the queue target (its own small lane). */
 const RESERVED_QUEUE = 16;
 
@@ -92,13 +88,10 @@ export class Dispatcher extends PeriodicLoop<number> {
   private unlisten: (() => Promise<void>) | undefined;
   private sleepMs = 0;
   readonly planner: DispatchPlanner;
-  /** Where the next pass's tenant sample starts (name order). */
-  private tenantCursor = "";
+  private readonly claimer: DueClaimer;
+  private readonly uptake = new QueueUptake();
   /** The highest shard epoch this dispatcher ever held: its fencing term. */
   private highestEpoch = 0;
-  /** The last claim left due work behind for quotas or rates. */
-  private held = false;
-
   private readonly prestageMs: number;
 
   constructor(private readonly o: DispatcherOptions) {
@@ -115,6 +108,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       onReaped: () => this.poke(),
     });
     this.planner = new DispatchPlanner(o.flow);
+    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics });
     this.shards = new ShardOwnership({
       db: o.db, owner: o.owner, count: o.shards, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, region: o.authority.region, log: o.log, metrics: o.metrics,
       onChange: (held) => {
@@ -185,7 +179,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     // and the reconciliation pass will claim it: wait a little rather than spin. The relay
     // wakes us when it adds an entry.
     // Held back by a quota or rate: look again when a token is due, not in a spin.
-    const notSeen = this.held ? Math.max(20, this.planner.msUntilGlobalToken()) : this.o.index?.usable ? 50 : 5;
+    const notSeen = this.claimer.held ? Math.max(20, this.planner.msUntilGlobalToken()) : this.o.index?.usable ? 50 : 5;
     this.sleepMs = untilNext <= 0 ? notSeen : Math.min(this.o.pollIntervalMs, untilNext);
     return claimed;
   }
@@ -243,12 +237,12 @@ export class Dispatcher extends PeriodicLoop<number> {
       try {
         // The reserved slots first, for their class only; then the rest for anyone.
         if (roomHigh > 0) {
-          const high = await this.claimSome({ ...direct, limit: roomHigh, minPriority: rs!.minPriority });
+          const high = await this.claimer.claim({ ...direct, limit: roomHigh, minPriority: rs!.minPriority });
           if (high.length > 0) local.accept(high);
           claimed = high;
         }
         if (room > 0) {
-          const any = await this.claimSome({ ...direct, limit: room });
+          const any = await this.claimer.claim({ ...direct, limit: room });
           if (any.length > 0) local.accept(any);
           claimed = claimed.concat(any);
         }
@@ -263,7 +257,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       // queued in the order of one claim.
       const cap = this.o.batch * 2;
       const depth = await countQueued(this.o.db, cap);
-      const target = this.queueTarget(depth, cap);
+      const target = this.uptake.target(depth, cap);
       const space = target - depth;
       let minPriority: number | undefined;
       if (space > 0) {
@@ -278,9 +272,9 @@ export class Dispatcher extends PeriodicLoop<number> {
       }
       // Queued jobs wait under a lease too; if no worker takes them in this long, the
       // reaper hands them back.
-      claimed = await this.claimSome({ fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority });
+      claimed = await this.claimer.claim({ fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority });
       if (minPriority !== undefined && claimed.length === 0) return { claimed: 0, full: false, capped: true };
-      this.lastQueue = { at: performance.now(), depth: depth + claimed.length };
+      this.uptake.queued(depth + claimed.length);
       if (claimed.length > 0) {
         await notifyQueued(this.o.db, claimed.length);
         this.o.onQueued?.(claimed.length);
@@ -292,98 +286,6 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
     if (claimed.length > 0) this.o.log.debug({ count: claimed.length, token }, "dispatched due jobs");
     return { claimed: claimed.length, full: claimed.length === limit, capped: false };
-  }
-
-  /** The queue depth at the end of the last queueing claim, for measuring uptake. */
-  private lastQueue: { at: number; depth: number } | undefined;
-  /** Uptake measured over windows of at least UPTAKE_WINDOW_MS: jobs taken, since when. */
-  private uptakeWindow = { since: 0, taken: 0 };
-  /** Jobs per second workers took from the queue, smoothed. */
-  private uptakePerSec = 0;
-
-  /**
-   * How many jobs to keep queued: half a second of the workers' measured uptake (taken =
-   * what the queue held after the last claim minus what it holds now), at least 16, at most
-   * `cap`. Measured over windows of a few hundred ms: passes come too close together for a
-   * rate per pass to mean anything.
-   */
-  private queueTarget(depth: number, cap: number): number {
-    const now = performance.now();
-    if (this.lastQueue) {
-      this.uptakeWindow.taken += Math.max(0, this.lastQueue.depth - depth);
-      const dt = now - this.uptakeWindow.since;
-      if (dt >= UPTAKE_WINDOW_MS) {
-        this.uptakePerSec = 0.5 * this.uptakePerSec + 0.5 * ((this.uptakeWindow.taken * 1000) / dt);
-        this.uptakeWindow = { since: now, taken: 0 };
-      }
-    } else {
-      this.uptakeWindow = { since: now, taken: 0 };
-    }
-    return Math.max(16, Math.min(cap, Math.ceil(this.uptakePerSec * 0.5)));
-  }
-
-  /**
-   * Claims up to p.limit due jobs. With a usable Redis index, the candidates come from it and
-   * are claimed by id, every condition checked again in SQL; a SQL reconciliation pass runs
-   * at least every reconcile interval for due jobs the index missed. Without one (none
-   * configured, Redis down, not yet rebuilt), discovery is the SQL scan.
-   */
-  private async claimSome(p: ClaimParams): Promise<JobRow[]> {
-    const t0 = performance.now();
-    const got = await this.discoverAndClaim(p);
-    const s = (performance.now() - t0) / 1000;
-    for (let i = 0; i < got.length; i++) this.o.metrics.dispatchLag.observe(s);
-    return got;
-  }
-
-  private async discoverAndClaim(p: ClaimParams): Promise<JobRow[]> {
-    const keeper = this.o.index;
-    p = { ...p, horizonMs: this.prestageMs };
-    const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR), this.prestageMs, shardsOf(p.fence).list) : null;
-    if (!keeper || fromIndex === null) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence));
-    const got = await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.prestageMs, shardsOf(p.fence)));
-    await keeper.settle(fromIndex, got);
-    if (got.length < p.limit && p.minPriority === undefined && keeper.reconcileNow()) {
-      // The safety net behind the index claims oldest first, without the planner: these
-      // jobs are already late.
-      const missed = await claimDue(this.o.db, { ...p, limit: p.limit - got.length, lateMs: RECONCILE_LATE_MS });
-      keeper.noteReconciled(missed);
-      return got.concat(missed);
-    }
-    return got;
-  }
-
-  /**
-   * A bounded sample of due work from SQL: the oldest claimable jobs of each tenant and
-   * priority class, for up to TENANTS_PER_PASS tenants, starting after the last pass's (so
-   * with more tenants than that, every tenant comes round).
-   */
-  private async sqlCandidates(limit: number, fence: ShardFence): Promise<CandidateRow[]> {
-    let tenants = await scheduledTenants(this.o.db, this.tenantCursor, TENANTS_PER_PASS);
-    if (tenants.length < TENANTS_PER_PASS && this.tenantCursor !== "") {
-      const wrapped = await scheduledTenants(this.o.db, "", TENANTS_PER_PASS - tenants.length);
-      tenants = [...new Set([...tenants, ...wrapped])];
-    }
-    this.tenantCursor = tenants.length >= TENANTS_PER_PASS ? tenants.at(-1)! : "";
-    if (tenants.length === 0) return [];
-    const perClass = Math.min(limit, Math.max(16, Math.ceil((CANDIDATE_FACTOR * limit) / tenants.length)));
-    return dueCandidates(this.o.db, tenants, perClass, this.prestageMs, shardsOf(fence));
-  }
-
-  /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
-  private async claimPlanned(p: ClaimParams, rows: CandidateRow[]): Promise<JobRow[]> {
-    this.held = false;
-    if (p.minPriority !== undefined) rows = rows.filter((r) => r.priority >= p.minPriority!);
-    if (rows.length === 0) return [];
-    const candidates: Candidate[] = rows.map((r) => ({ id: r.id, tenant: r.tenant, priority: r.priority, dueMs: r.due_at.getTime(), catchup: r.catchup }));
-    const inFlight = this.planner.hasTenantRunningQuota ? await tenantsInFlight(this.o.db, [...new Set(rows.map((r) => r.tenant))]) : new Map<string, number>();
-    const plan = this.planner.plan({ candidates, limit: p.limit, nowMs: Date.now(), inFlight });
-    // Due work the quotas or rates held back: the pass must not read as idle.
-    this.held = plan.length < Math.min(p.limit, candidates.length);
-    if (plan.length === 0) return [];
-    const got = await claimDueIds(this.o.db, { ...p, ids: plan.map((c) => c.id) });
-    this.planner.commit(got);
-    return got;
   }
 
   protected nextDelayMs(): number {
@@ -406,5 +308,3 @@ export class Dispatcher extends PeriodicLoop<number> {
     done?.catch((err: unknown) => this.o.log.error({ err }, "switching the due index on leadership change failed"));
   }
 }
-
-const shardsOf = (f: ShardFence) => ({ list: f.shards.map((h: ShardHold) => h.shard), count: f.count });

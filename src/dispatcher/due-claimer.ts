@@ -1,0 +1,101 @@
+import type { Db } from "../store/db.ts";
+import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, dueCandidates, scheduledTenants, tenantsInFlight } from "../store/dispatch-queries.ts";
+import type { ShardFence } from "../store/shards.ts";
+import type { JobRow } from "../store/types.ts";
+import type { Metrics } from "../obs/metrics.ts";
+import { type IndexKeeper, RECONCILE_LATE_MS } from "../index/index-keeper.ts";
+import { DUE_LIST_MAX } from "../index/due-index.ts";
+import type { Candidate, DispatchPlanner } from "./dispatch-planner.ts";
+
+/** Tenants sampled per pass. */
+const TENANTS_PER_PASS = 64;
+/** Candidates sampled per slot to fill: room for the planner to choose. */
+const CANDIDATE_FACTOR = 4;
+
+export interface DueClaimerOptions {
+  db: Db;
+  planner: DispatchPlanner;
+  /** A Redis due index; without, discovery is SQL only. */
+  index?: IndexKeeper;
+  /** Pre-staging horizon (ms): jobs due that soon are claimed too. */
+  prestageMs: number;
+  metrics: Metrics;
+}
+
+/**
+ * Finds due jobs of the dispatcher's shards and claims the planner's choice among them. With
+ * a usable Redis index the candidates come from it and are claimed by id, every condition
+ * checked again in SQL; a SQL reconciliation pass runs at least every reconcile interval for
+ * due jobs the index missed. Without one (none configured, Redis down, not yet rebuilt),
+ * discovery is a bounded SQL sample.
+ */
+export class DueClaimer {
+  /** Where the next pass's tenant sample starts (name order). */
+  private tenantCursor = "";
+  /** The last claim left due work behind for quotas or rates. */
+  held = false;
+
+  constructor(private readonly o: DueClaimerOptions) {}
+
+  /** Claims up to p.limit due jobs; observes the dispatch lag of each. */
+  async claim(p: ClaimParams): Promise<JobRow[]> {
+    const t0 = performance.now();
+    const got = await this.discoverAndClaim({ ...p, horizonMs: this.o.prestageMs });
+    const s = (performance.now() - t0) / 1000;
+    for (let i = 0; i < got.length; i++) this.o.metrics.dispatchLag.observe(s);
+    return got;
+  }
+
+  private async discoverAndClaim(p: ClaimParams): Promise<JobRow[]> {
+    const keeper = this.o.index;
+    const shards = shardsOf(p.fence);
+    const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR), this.o.prestageMs, shards.list) : null;
+    if (!keeper || fromIndex === null) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence));
+    const got = await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.o.prestageMs, shards));
+    await keeper.settle(fromIndex, got);
+    if (got.length < p.limit && p.minPriority === undefined && keeper.reconcileNow()) {
+      // The safety net behind the index claims oldest first, without the planner: these
+      // jobs are already late.
+      const missed = await claimDue(this.o.db, { ...p, limit: p.limit - got.length, lateMs: RECONCILE_LATE_MS });
+      keeper.noteReconciled(missed);
+      return got.concat(missed);
+    }
+    return got;
+  }
+
+  /**
+   * A bounded sample of due work from SQL: the oldest claimable jobs of each tenant and
+   * priority class, for up to TENANTS_PER_PASS tenants, starting after the last pass's (so
+   * with more tenants than that, every tenant comes round).
+   */
+  private async sqlCandidates(limit: number, fence: ShardFence): Promise<CandidateRow[]> {
+    let tenants = await scheduledTenants(this.o.db, this.tenantCursor, TENANTS_PER_PASS);
+    if (tenants.length < TENANTS_PER_PASS && this.tenantCursor !== "") {
+      const wrapped = await scheduledTenants(this.o.db, "", TENANTS_PER_PASS - tenants.length);
+      tenants = [...new Set([...tenants, ...wrapped])];
+    }
+    this.tenantCursor = tenants.length >= TENANTS_PER_PASS ? tenants.at(-1)! : "";
+    if (tenants.length === 0) return [];
+    const perClass = Math.min(limit, Math.max(16, Math.ceil((CANDIDATE_FACTOR * limit) / tenants.length)));
+    return dueCandidates(this.o.db, tenants, perClass, this.o.prestageMs, shardsOf(fence));
+  }
+
+  /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
+  private async claimPlanned(p: ClaimParams, rows: CandidateRow[]): Promise<JobRow[]> {
+    this.held = false;
+    if (p.minPriority !== undefined) rows = rows.filter((r) => r.priority >= p.minPriority!);
+    if (rows.length === 0) return [];
+    const candidates: Candidate[] = rows.map((r) => ({ id: r.id, tenant: r.tenant, priority: r.priority, dueMs: r.due_at.getTime(), catchup: r.catchup }));
+    const planner = this.o.planner;
+    const inFlight = planner.hasTenantRunningQuota ? await tenantsInFlight(this.o.db, [...new Set(rows.map((r) => r.tenant))]) : new Map<string, number>();
+    const plan = planner.plan({ candidates, limit: p.limit, nowMs: Date.now(), inFlight });
+    // Due work the quotas or rates held back: the pass must not read as idle.
+    this.held = plan.length < Math.min(p.limit, candidates.length);
+    if (plan.length === 0) return [];
+    const got = await claimDueIds(this.o.db, { ...p, ids: plan.map((c) => c.id) });
+    planner.commit(got);
+    return got;
+  }
+}
+
+const shardsOf = (f: ShardFence) => ({ list: f.shards.map((h) => h.shard), count: f.count });
