@@ -13,7 +13,8 @@
  * its own timeout (a server that accepts and never answers).
  */
 import { RedisClient } from "bun";
-import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex, withTimeout } from "./due-index.ts";
+import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex } from "./due-index.ts";
+import { withTimeout } from "../time/with-timeout.ts";
 import {
   intReply,
   mergeDue,

@@ -84,18 +84,3 @@ export function compareDue(a: DueEntry, b: DueEntry): number {
   return a.dueMs - b.dueMs || (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0);
 }
 
-/**
- * Runs fn but gives up after ms, resolving to `onTimeout`. For health checks that must
- * answer fast whatever the client's own reconnect policy is.
- */
-export async function withTimeout<T>(ms: number, fn: () => Promise<T>, onTimeout: T): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<T>((resolve) => {
-    timer = setTimeout(() => resolve(onTimeout), ms);
-  });
-  try {
-    return await Promise.race([fn(), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

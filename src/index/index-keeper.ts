@@ -20,7 +20,8 @@ import { sql } from "../store/sql.ts";
 import type { JobRow } from "../store/types.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { indexCaptureEnabled, setIndexCapture } from "./capture.ts";
-import { type DueEntry, type DueIndex, withTimeout } from "./due-index.ts";
+import { type DueEntry, type DueIndex } from "./due-index.ts";
+import { withTimeout } from "../time/with-timeout.ts";
 import { OutboxRelay } from "./outbox-relay.ts";
 import { WindowLoader } from "./window-loader.ts";
 

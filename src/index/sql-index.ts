@@ -6,7 +6,8 @@
  */
 import type { Db } from "../store/db.ts";
 import { sql } from "../store/sql.ts";
-import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex, withTimeout } from "./due-index.ts";
+import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex } from "./due-index.ts";
+import { withTimeout } from "../time/with-timeout.ts";
 
 const q = sql;
 

@@ -15,7 +15,8 @@
  * fake result ("Aborted") instead of throwing.
  */
 import { Redis } from "@upstash/redis";
-import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex, withTimeout } from "./due-index.ts";
+import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex } from "./due-index.ts";
+import { withTimeout } from "../time/with-timeout.ts";
 import {
   intReply,
   mergeDue,

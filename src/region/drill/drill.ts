@@ -6,12 +6,15 @@ import { DrillError } from "./errors.ts";
 import { getCluster, Load } from "./load.ts";
 import { machineInfo } from "./machine.ts";
 import { findPgBin } from "./pg-bin.ts";
-import { PgCluster, waitForStandby } from "./pg-cluster.ts";
+import type { PgCluster } from "./pg-cluster.ts";
+import { startReplicatedPostgres } from "./replicated-pg.ts";
+import { explainFindings } from "./explain.ts";
 import { PgUser } from "./pg-user.ts";
 import { freePort } from "./ports.ts";
 import type { DrillReport } from "./report.ts";
 import { SchedulerProc, type LogLine } from "./scheduler-proc.ts";
 import { DrillTarget, generationOf, type TargetCall } from "./target.ts";
+import { withTimeout } from "../../time/with-timeout.ts";
 import { DEFAULT_TIMINGS, type DrillTimings, type FailoverDrillOptions, SCHEDULER_ENV } from "./settings.ts";
 
 const STARTED = (l: LogLine) => l.msg === "scheduler started";
@@ -117,7 +120,7 @@ class FailoverDrill {
     this.phase("teardown");
     process.off("exit", onExit);
     for (const f of failures) this.notes.push(`cleanup: ${f}`);
-    this.explain(a);
+    this.notes.push(...explainFindings(a, this.o.sync));
     const report: DrillReport = {
       drill: "failover",
       ...a,
@@ -154,37 +157,9 @@ class FailoverDrill {
     this.cleanup.add("logs dir", () => this.removeLogs(), () => rmSync(this.logs, { recursive: true, force: true }));
     this.work = await this.user.makeTempDir("scheduler-drill-");
     this.cleanup.add("temp dir", () => rmSync(this.work, { recursive: true, force: true }), () => rmSync(this.work, { recursive: true, force: true }));
-    const mk = (name: string) =>
-      new PgCluster({ name, bin: this.bin, user: this.user, dataDir: join(this.work, name), socketDir: this.work, logFile: join(this.logs, `postgres-${name}.log`) });
-    this.primary = mk("primary");
-    this.standby = mk("standby");
-    for (const pg of [this.primary, this.standby]) this.cleanup.add(`postgres ${pg.name}`, () => pg.stopImmediate(), () => pg.stopSync());
-
-    this.pgVersion = await this.primary.version();
-    await this.primary.initdb();
-    this.primary.appendConf({
-      listen_addresses: "127.0.0.1",
-      unix_socket_directories: this.work,
-      wal_level: "replica",
-      max_wal_senders: 10,
-      max_replication_slots: 10,
-      wal_keep_size: "256MB",
-      hot_standby: "on",
-      fsync: "off",
-      synchronous_commit: "on",
-      max_connections: 300,
-    });
-    await this.primary.start();
-    await this.primary.sql("create database scheduler");
-    await this.standby.basebackupFrom(this.primary, "standby");
-    await this.standby.start();
-    if (this.o.sync) {
-      // Set on the primary only, after the base backup: a promoted standby that inherited
-      // it would wait forever for a standby of its own.
-      await this.primary.sql("alter system set synchronous_standby_names = 'standby'");
-      await this.primary.sql("select pg_reload_conf()");
-    }
-    await waitForStandby(this.primary, "standby", this.o.sync);
+    ({ primary: this.primary, standby: this.standby, version: this.pgVersion } = await startReplicatedPostgres({
+      bin: this.bin, user: this.user, work: this.work, logs: this.logs, sync: this.o.sync, cleanup: this.cleanup,
+    }));
     this.phase("postgres");
     this.progress(
       `PostgreSQL ${this.pgVersion} (${this.bin}${this.user.asRoot ? ", as user postgres" : ""}): primary 127.0.0.1:${this.primary.port}, ` +
@@ -260,10 +235,8 @@ class FailoverDrill {
       maxDueMs: this.t.maxDueMs,
     });
     const load = this.load;
-    const sched = await withTimeout(
-      load.createSchedule({ id: "drill-tick", cron: "* * * * * *", timezone: "UTC", target: { url: `${target.url}${SCHEDULE_PATH}` }, misfire: "fire_once", overlap: "allow" }),
-      this.t.startTimeoutMs,
-    );
+    const tick = { id: "drill-tick", cron: "* * * * * *", timezone: "UTC", target: { url: `${target.url}${SCHEDULE_PATH}` }, misfire: "fire_once", overlap: "allow" };
+    const sched = await withTimeout(this.t.startTimeoutMs, () => load.createSchedule(tick), null);
     if (!sched) throw new DrillError(`could not create the schedule drill-tick through region a's API (${aAll.url}); log: ${aAll.o.logFile}`);
     this.loadDone = load.run();
     const third = Math.ceil(this.o.jobs / 3);
@@ -338,7 +311,7 @@ class FailoverDrill {
   private async drain(): Promise<void> {
     const load = this.load!;
     const target = this.target!;
-    const settled = await withTimeout(this.loadDone!.then(() => true), this.t.drainGraceMs);
+    const settled = await withTimeout(this.t.drainGraceMs, () => this.loadDone!.then(() => true), false);
     if (!settled) {
       load.stop();
       const pending = load.jobs.filter((j) => j.ackAt === null && j.rejected === null);
@@ -384,42 +357,5 @@ class FailoverDrill {
     const calls = target.calls.filter(isOld);
     this.phase("old_home");
     this.progress(`old home: ${calls.length} calls with a generation < ${gNew} token, ${calls.filter((c) => c.accepted).length} accepted, ${calls.filter((c) => !c.accepted).length} refused (409)`);
-  }
-
-  private explain(a: ReturnType<typeof analyze>): void {
-    if (a.redelivered_after_crash > 0) {
-      this.notes.push(
-        `${a.redelivered_after_crash} job(s) were accepted twice: once from the old generation before the kill and once from the new generation after it ` +
-          `(${a.redelivered_keys.slice(0, 5).join(", ")}). Region a made the call but died before the outcome reached the surviving database, so region b ` +
-          `ran it again: the documented at-least-once delivery. Both calls carry the same Idempotency-Key and webhook-id, so a target that deduplicates applies it once. Not counted as duplicates.`,
-      );
-    }
-    if (a.lost > 0 && !this.o.sync) {
-      this.notes.push(
-        `${a.lost} acknowledged job(s) lost: without --sync the standby is asynchronous, so jobs region a acknowledged in the moments before the kill ` +
-          `may never have reached it (RPO > 0). Run with --sync for synchronous replication (RPO 0).`,
-      );
-    }
-    if (a.delivered_unacknowledged > 0) {
-      this.notes.push(`${a.delivered_unacknowledged} job(s) were delivered although their create was never acknowledged (the answer was lost with region a, or the drill stopped retrying).`);
-    }
-    if (a.calls_without_token > 0) this.notes.push(`${a.calls_without_token} call(s) came without a numeric Scheduler-Fencing-Token.`);
-    if (a.catchup_runs > 1) {
-      this.notes.push(
-        `schedule drill-tick (misfire fire_once) ran ${a.catchup_runs} catch-up occurrences (Scheduler-Catchup: true) for one outage; fire_once allows one: ` +
-          a.catchup_calls.map((c) => `${c.key} at kill + ${c.after_kill_ms} ms`).join(", ") + ` (all the schedule's calls around the outage: ticks_around_outage in the JSON report).`,
-      );
-    }
-    if (a.ticks_after_takeover === 0) this.notes.push(`schedule drill-tick did not tick from region b after the takeover.`);
-    if (a.outage_due_delivered < a.outage_due) this.notes.push(`${a.outage_due - a.outage_due_delivered} job(s) due during the outage were never delivered.`);
-  }
-}
-
-async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | null> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([p, new Promise<null>((r) => (timer = setTimeout(() => r(null), ms)))]);
-  } finally {
-    clearTimeout(timer);
   }
 }
