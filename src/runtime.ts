@@ -10,6 +10,7 @@ import { openIndex } from "./index/open-index.ts";
 import { createLogger, type Logger } from "./obs/log.ts";
 import { registerJobGauges } from "./obs/job-gauges.ts";
 import { registerShardGauges } from "./obs/shard-gauges.ts";
+import { gaugeSnapshots } from "./obs/gauge-snapshot.ts";
 import { Metrics } from "./obs/metrics.ts";
 import type { Db } from "./store/db.ts";
 import { migrate } from "./store/migrate.ts";
@@ -64,8 +65,9 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     throw err;
   }
   const metrics = new Metrics();
-  registerJobGauges(metrics, db);
-  registerShardGauges(metrics, db, { shards: config.shards, log });
+  const gauges = gaugeSnapshots(db, { shards: config.shards });
+  registerJobGauges(metrics, gauges);
+  registerShardGauges(metrics, gauges, { shards: config.shards, log });
   const rt: Runtime = { config, db, log, metrics, stop: async () => {} };
   const want = (m: string) => config.mode === "all" || config.mode === m;
   // Every process follows the region authority: the API for fly-replay and /v1/cluster,

@@ -1,15 +1,6 @@
 -- name: CountJobsByStatus
 SELECT status, count(*) AS n FROM jobs GROUP BY status;
 
--- name: DueBacklog
--- Due but not yet dispatched, how many of them by more than $1 ms (overdue), and the age of
--- the oldest such job.
-SELECT count(*) AS n,
-  count(*) FILTER (WHERE due_at <= now() - make_interval(secs => $1::float8 / 1000)) AS overdue,
-  extract(epoch FROM now() - min(due_at)) AS oldest_age_s
-FROM jobs WHERE status = 'scheduled' AND due_at <= now();
-
-
 -- name: DueBacklogByTenant
 -- The $1 tenants with the most due, undispatched jobs (a bounded label set for metrics),
 -- each row also carrying the total over all tenants, counted in the same snapshot.
@@ -20,12 +11,6 @@ SELECT tenant, n, sum(n) OVER () AS total FROM (
 ) t
 ORDER BY n DESC, tenant LIMIT $1;
 
--- name: DueBacklogByShard
--- Due, undispatched jobs per dispatch shard (of $1), with the oldest due instant's age.
-SELECT (slot * $1::int / 4096) AS shard, count(*) AS n, extract(epoch FROM now() - min(due_at)) AS oldest_age_s
-FROM jobs WHERE status = 'scheduled' AND due_at <= now()
-GROUP BY 1;
-
 -- name: DueSoon
 -- The forecast: scheduled jobs due within the next 1, 5 and 15 minutes (on the status,
 -- due_at index; bounded by what the next 15 minutes hold).
@@ -33,3 +18,20 @@ SELECT count(*) FILTER (WHERE due_at <= now() + interval '1 minute') AS m1,
   count(*) FILTER (WHERE due_at <= now() + interval '5 minutes') AS m5,
   count(*) AS m15
 FROM jobs WHERE status = 'scheduled' AND due_at > now() AND due_at <= now() + interval '15 minutes';
+
+-- name: DueBacklogBreakdown
+-- The due, undispatched jobs read once for every backlog gauge: the total, how many are
+-- overdue by more than $2 ms and the oldest's age; the $1 tenants with the most; each
+-- dispatch shard (of $3) with its count and oldest age.
+WITH d AS MATERIALIZED (
+  SELECT tenant, (slot * $3::int / 4096) AS shard, due_at FROM jobs
+  WHERE status = 'scheduled' AND due_at <= now()
+)
+SELECT 'total' AS kind, NULL::text AS key, count(*) AS n,
+  count(*) FILTER (WHERE due_at <= now() - make_interval(secs => $2::float8 / 1000)) AS overdue,
+  extract(epoch FROM now() - min(due_at))::float8 AS oldest_age_s
+FROM d
+UNION ALL
+(SELECT 'tenant', tenant, count(*), NULL::bigint, NULL::float8 FROM d GROUP BY tenant ORDER BY count(*) DESC, tenant LIMIT $1)
+UNION ALL
+SELECT 'shard', shard::text, count(*), NULL::bigint, extract(epoch FROM now() - min(due_at))::float8 FROM d GROUP BY shard;

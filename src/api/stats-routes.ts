@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { Config } from "../config.ts";
-import { OVERDUE_MS } from "../obs/job-gauges.ts";
+import { OVERDUE_MS } from "../obs/gauge-snapshot.ts";
 import type { StatsHistory } from "../obs/stats-history.ts";
 import { readAuthority } from "../store/authority.ts";
 import type { Db } from "../store/db.ts";

@@ -2,7 +2,7 @@ import type { Db } from "../store/db.ts";
 import { readStats } from "../store/stats.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import type { Logger } from "./log.ts";
-import { OVERDUE_MS } from "./job-gauges.ts";
+import { OVERDUE_MS } from "./gauge-snapshot.ts";
 
 export interface StatsSample {
   at: string;

@@ -96,5 +96,40 @@ describe("metrics after real traffic (postgres)", () => {
     expect(series(m, 'scheduler_tenant_due_backlog{tenant="acme"}')).toBe(3);
     expect(series(m, 'scheduler_tenant_due_backlog{tenant="beta"}')).toBe(1);
     expect(series(m, "scheduler_dispatch_leader")).toBe(0);
+    // The same backlog per dispatch shard (16 by default): it adds up, and the oldest age per shard is there.
+    const shards = [...m.entries()].filter(([k]) => k.startsWith("scheduler_shard_due_backlog{"));
+    expect(shards).toHaveLength(16);
+    expect(shards.reduce((a, [, v]) => a + v, 0)).toBe(4);
+    expect(Math.max(...[...m.entries()].filter(([k]) => k.startsWith("scheduler_shard_oldest_due_age_seconds{")).map(([, v]) => v))).toBeGreaterThanOrEqual(119);
+    // The forecast: one job due within the hour, none within 15 minutes.
+    expect(series(m, 'scheduler_due_soon{within="15m"}')).toBe(0);
+  }, 20_000);
+
+  test("due-soon forecast and the hot-shard signal", async () => {
+    t = await freshDb("postgres");
+    rt = await startScheduler(t.db, {}, { mode: "api" });
+    const inMs = (ms: number) => new Date(Date.now() + ms);
+    await insertJob(t.db, { due_at: inMs(30_000) });
+    await insertJob(t.db, { due_at: inMs(3 * 60_000) });
+    await insertJob(t.db, { due_at: inMs(10 * 60_000) });
+    await insertJob(t.db, { due_at: inMs(20 * 60_000) });
+    // 150 due jobs all in shard 0 (slot 0: the id's last 12 bits), 2 in another: shard 0
+    // is far above the median for three snapshots in a row.
+    const past = new Date(Date.now() - 1000);
+    for (let i = 0; i < 150; i++) await insertJob(t.db, { id: Bun.randomUUIDv7().slice(0, -3) + "000", due_at: past });
+    for (let i = 0; i < 2; i++) await insertJob(t.db, { id: Bun.randomUUIDv7().slice(0, -3) + "fff", due_at: past });
+    let m = await scrape(rt.url!);
+    expect(series(m, 'scheduler_due_soon{within="1m"}')).toBe(1);
+    expect(series(m, 'scheduler_due_soon{within="5m"}')).toBe(2);
+    expect(series(m, 'scheduler_due_soon{within="15m"}')).toBe(3);
+    expect(series(m, 'scheduler_shard_due_backlog{shard="0"}')).toBe(150);
+    expect(series(m, 'scheduler_shard_due_backlog{shard="15"}')).toBe(2);
+    expect(series(m, "scheduler_hot_shards")).toBe(0); // one snapshot is not yet "stays"
+    // Snapshots are cached for 2 s: two more fresh ones make three in a row.
+    for (let i = 0; i < 2; i++) {
+      await Bun.sleep(2100);
+      m = await scrape(rt.url!);
+    }
+    expect(series(m, "scheduler_hot_shards")).toBe(1);
   }, 20_000);
 });
