@@ -25,8 +25,10 @@ export class DueGate<T> {
    * opens 1 ms after, never before).
    */
   hold(id: string, due: Date, item: T): void {
-    this.waiting.set(id, { dueMs: due.getTime() + 1, item });
-    this.arm();
+    const dueMs = due.getTime() + 1;
+    this.waiting.set(id, { dueMs, item });
+    // Only an earlier instant than the timer's moves it: no scan of everything waiting per job.
+    if (dueMs < this.timerAt) this.setTimer(dueMs);
   }
 
   remove(id: string): T | undefined {
@@ -58,10 +60,14 @@ export class DueGate<T> {
     for (const w of this.waiting.values()) next = Math.min(next, w.dueMs);
     if (!Number.isFinite(next)) return this.disarm();
     if (this.timer && this.timerAt <= next) return;
+    this.setTimer(next);
+  }
+
+  private setTimer(at: number): void {
     this.disarm();
-    this.timerAt = next;
+    this.timerAt = at;
     // A timer may fire a little early: fire() checks the clock and arms again.
-    this.timer = setTimeout(() => this.fire(), Math.max(0, next - Date.now()));
+    this.timer = setTimeout(() => this.fire(), Math.max(0, at - Date.now()));
   }
 
   private disarm(): void {
