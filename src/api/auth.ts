@@ -42,12 +42,14 @@ const digest = (s: string) => createHash("sha256").update(s).digest();
  * near miss as for a far one: the time taken says nothing about which token, or which prefix,
  * came close.
  */
-function matchToken(grants: { grant: TokenGrant; digest: Buffer }[], presented: string): TokenGrant | undefined {
+interface Grant { grant: TokenGrant; digest: Buffer; actor: string }
+
+function matchToken(grants: Grant[], presented: string): Grant | undefined {
   const d = digest(presented);
-  let found: TokenGrant | undefined;
+  let found: Grant | undefined;
   for (const g of grants) {
     const same = timingSafeEqual(d, g.digest);
-    found = same ? g.grant : found;
+    found = same ? g : found;
   }
   return found;
 }
@@ -77,7 +79,7 @@ function clientOf(c: Parameters<MiddlewareHandler<AppEnv>>[0], header: string | 
  */
 export function authenticate(o: AuthOptions): MiddlewareHandler<AppEnv> {
   const { tokens, limiter } = o;
-  const grants = tokens.map((grant) => ({ grant, digest: digest(grant.token) }));
+  const grants: Grant[] = tokens.map((grant) => ({ grant, digest: digest(grant.token), actor: tokenActor(grant) }));
   const unauthorized = (message: string, client: string) => {
     limiter?.fail(client);
     return new ApiError(401, "unauthorized", message, undefined, { "www-authenticate": "Bearer" });
@@ -100,9 +102,9 @@ export function authenticate(o: AuthOptions): MiddlewareHandler<AppEnv> {
     const header = c.req.header("authorization") ?? "";
     const m = /^Bearer\s+(.+)$/i.exec(header);
     if (!m) throw unauthorized("missing bearer token: send Authorization: Bearer <token>", client);
-    const grant = matchToken(grants, m[1].trim());
-    if (!grant) throw unauthorized("unknown bearer token", client);
-    c.set("principal", { actor: tokenActor(grant), tenant: grant.tenant, scopes: grant.scopes });
+    const found = matchToken(grants, m[1].trim());
+    if (!found) throw unauthorized("unknown bearer token", client);
+    c.set("principal", { actor: found.actor, tenant: found.grant.tenant, scopes: found.grant.scopes });
     return next();
   };
 }
@@ -113,20 +115,13 @@ export function requireScope(p: Principal, scope: Scope): void {
   p.adminUsed = true;
 }
 
-const actors = new WeakMap<TokenGrant, string>();
-
 /**
  * A token's name in the audit log: its tenant and the first 12 hex digits of its SHA-256,
  * which an operator can compute from a token they hold (`printf %s "$TOKEN" | sha256sum`)
  * but which gives away nothing of the token itself.
  */
-export function tokenActor(grant: TokenGrant): string {
-  let a = actors.get(grant);
-  if (!a) {
-    a = `token:${grant.tenant}:${createHash("sha256").update(grant.token).digest("hex").slice(0, 12)}`;
-    actors.set(grant, a);
-  }
-  return a;
+function tokenActor(grant: TokenGrant): string {
+  return `token:${grant.tenant}:${createHash("sha256").update(grant.token).digest("hex").slice(0, 12)}`;
 }
 
 /** The tenant a query is limited to: null for a token that sees all tenants. */
