@@ -53,6 +53,8 @@ export interface DispatcherOptions {
   shards: number;
   /** Worker slots that serve only jobs of at least minPriority (the workers' setting). */
   reservedSlots?: { slots: number; minPriority: number };
+  /** Test seam, see DueClaimerOptions.afterClaim. */
+  afterClaim?: (jobs: JobRow[]) => Promise<void>;
 }
 
 
@@ -108,7 +110,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       onReaped: () => this.poke(),
     });
     this.planner = new DispatchPlanner(o.flow);
-    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics });
+    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics, afterClaim: o.afterClaim });
     this.shards = new ShardOwnership({
       db: o.db, owner: o.owner, count: o.shards, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, region: o.authority.region, log: o.log, metrics: o.metrics,
       onChange: (held) => {

@@ -20,6 +20,11 @@ export interface DueClaimerOptions {
   /** Pre-staging horizon (ms): jobs due that soon are claimed too. */
   prestageMs: number;
   metrics: Metrics;
+  /**
+   * Test seam: runs after each claim statement has committed, before the rest of the pass
+   * (index settling, reconciliation); a throw here is such a later step failing.
+   */
+  afterClaim?: (jobs: JobRow[]) => Promise<void>;
 }
 
 /**
@@ -57,6 +62,7 @@ export class DueClaimer {
       // The safety net behind the index claims oldest first, without the planner: these
       // jobs are already late.
       const missed = await claimDue(this.o.db, { ...p, limit: p.limit - got.length, lateMs: RECONCILE_LATE_MS });
+      await this.o.afterClaim?.(missed);
       keeper.noteReconciled(missed);
       return got.concat(missed);
     }
@@ -94,6 +100,7 @@ export class DueClaimer {
     if (plan.length === 0) return [];
     const got = await claimDueIds(this.o.db, { ...p, ids: plan.map((c) => c.id) });
     planner.commit(got);
+    await this.o.afterClaim?.(got);
     return got;
   }
 }

@@ -38,6 +38,11 @@ export interface WorkerOptions {
   prestageMs?: number;
   /** Test seam: runs between the claim and the pre-call check, to force races there. */
   beforeStart?: (jobs: JobRow[]) => Promise<void>;
+  /**
+   * Test seam: runs once the pre-call check's statement has answered; a throw here is a reply
+   * lost after the commit (the client cannot tell whether it committed).
+   */
+  afterStartAttempts?: (jobIds: string[]) => Promise<void>;
 }
 
 export interface InFlight {
@@ -327,6 +332,7 @@ export class Worker {
     if (ready.length === 0) return;
     try {
       const started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })));
+      await this.o.afterStartAttempts?.(started.map((s) => s.job_id));
       const startedIds = new Set(started.map((s) => s.job_id));
       // Cancelled, rescheduled or reclaimed since the claim: not called.
       const stale = ready.filter((f) => !startedIds.has(f.job.id));
