@@ -26,16 +26,24 @@ RETURNING j.*;
 -- holds the authority at the generation the job was claimed under: a claim made before a
 -- region failover is never called after it. Only jobs that pass get an attempt row and are
 -- called.
+-- The lease must also still be live, by at least the clock-skew margin ($7, ms): a worker that
+-- stalled past its lease (GC, SIGSTOP) must not call a job the reaper may hand to another
+-- worker. The check reads clock_timestamp(), not now(): this statement may have waited for
+-- the row lock. The lease is extended here ($6, the TTL, ms), in the same row update that
+-- opens the attempt, so the reaper (which locks the row before it looks for open attempts)
+-- either sees the attempt or makes this update find the job no longer running.
 WITH auth AS (
   SELECT generation FROM region_authority WHERE home_region = $5
 ), ok AS (
   UPDATE jobs j SET calls = j.calls + 1, updated_at = now(),
+    lease_until = greatest(j.lease_until, clock_timestamp() + make_interval(secs => $6::float8 / 1000)),
     -- An occurrence whose first call starts past its grace is a catch-up run, and stays one.
     catchup = j.catchup OR (j.calls = 0 AND j.catchup_after IS NOT NULL AND now() > j.catchup_after)
   FROM unnest($2::uuid[], $3::int[], $4::int[]) AS x(id, gen, ver), auth
   WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1
     AND j.epoch >= auth.generation * 4294967296
     AND j.lease_generation = x.gen AND j.version = x.ver
+    AND j.lease_until > clock_timestamp() + make_interval(secs => $7::float8 / 1000)
     AND NOT j.cancel_requested AND j.due_at <= now()
     AND (j.expires_at IS NULL OR j.expires_at > now())
     AND (j.start_by IS NULL OR j.start_by > now() OR j.calls > 0)
@@ -53,9 +61,12 @@ SELECT ins.id AS attempt_id, ins.job_id, ins.number,
 FROM ins JOIN jobs j ON j.id = ins.job_id;
 
 -- name: RenewLeases
-UPDATE jobs j SET lease_until = now() + make_interval(secs => $4::float8 / 1000)
+-- Only a lease still live is extended: a lapsed one belongs to the reaper from then on, and a
+-- worker that stalled past it (GC, SIGSTOP) must give the call up rather than revive it.
+UPDATE jobs j SET lease_until = clock_timestamp() + make_interval(secs => $4::float8 / 1000)
 FROM unnest($2::uuid[], $3::int[]) AS x(id, gen)
 WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
+  AND j.lease_until > clock_timestamp()
 RETURNING j.id, j.cancel_requested;
 
 -- name: CompleteAttempts

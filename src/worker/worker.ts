@@ -22,6 +22,11 @@ export interface WorkerOptions {
   region: string;
   concurrency: number;
   leaseTtlMs: number;
+  /**
+   * The clock-skew margin: a call starts only on a lease live for at least this long, and is
+   * aborted once its lease has gone unrenewed for leaseTtlMs minus this.
+   */
+  leaseMarginMs: number;
   /** Async jobs: the lease an accepted job runs under until its target's first heartbeat. */
   asyncLeaseMs: number;
   pollIntervalMs: number;
@@ -44,6 +49,8 @@ export interface InFlight {
   job: JobRow;
   gen: number;
   abort: AbortController;
+  /** performance.now() just before the last statement that extended the lease was sent. */
+  leaseAt: number;
 }
 
 const MAX_CLAIM = 200;
@@ -75,7 +82,7 @@ export class Worker {
 
   constructor(private readonly o: WorkerOptions) {
     this.completions = new CompletionBatcher(o.db, o.owner, o.log);
-    this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, log: o.log, inflight: this.inflight });
+    this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, marginMs: o.leaseMarginMs, log: o.log, inflight: this.inflight });
     const hl = o.hostLimits ?? {};
     this.limiter = new HostLimiter<InFlight>({
       ratePerSec: hl.ratePerSec, concurrency: hl.concurrency, floorPerSec: hl.floorPerSec ?? 0.5,
@@ -233,21 +240,23 @@ export class Worker {
 
   /** Jobs a dispatcher in this process claimed straight into running under our lease. */
   accept(jobs: JobRow[]): void {
-    this.reserve(jobs);
+    this.reserve(jobs, performance.now());
     this.handled(this.startClaimed(jobs));
   }
 
   /** One claim pass: returns how many jobs were claimed. */
   async runOnce(limit: number, minPriority?: number): Promise<number> {
+    const sentAt = performance.now();
     const claimed = await claimQueued(this.o.db, { owner: this.o.owner, limit, leaseTtlMs: this.o.leaseTtlMs, region: this.o.region, horizonMs: this.o.prestageMs, minPriority });
     if (claimed.length === 0) return 0;
-    this.reserve(claimed);
+    this.reserve(claimed, sentAt);
     await this.startClaimed(claimed);
     return claimed.length;
   }
 
-  private reserve(jobs: JobRow[]): void {
-    for (const job of jobs) this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController() });
+  /** `leaseAt`: when the claim that took these leases was sent (the renewer's watchdog counts from it). */
+  private reserve(jobs: JobRow[], leaseAt: number): void {
+    for (const job of jobs) this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController(), leaseAt });
   }
 
   private readonly handoffs = new Set<Promise<void>>();
@@ -326,9 +335,12 @@ export class Worker {
   private async begin(ready: InFlight[]): Promise<void> {
     if (ready.length === 0) return;
     try {
-      const started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })));
+      const sentAt = performance.now();
+      const started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })), {
+        ttlMs: this.o.leaseTtlMs, marginMs: this.o.leaseMarginMs,
+      });
       const startedIds = new Set(started.map((s) => s.job_id));
-      // Cancelled, rescheduled or reclaimed since the claim: not called.
+      // Cancelled, rescheduled, reclaimed or its lease lapsed since the claim: not called.
       const stale = ready.filter((f) => !startedIds.has(f.job.id));
       if (stale.length > 0) {
         for (const f of stale) this.limiter.forget(f.job.id);
@@ -342,7 +354,10 @@ export class Worker {
       }
       for (const s of started) {
         const f = this.inflight.get(s.job_id);
-        if (f) this.launch(f, s.attempt_id, s.number, s.catchup);
+        if (!f) continue;
+        // The check extended the lease: the watchdog counts from it.
+        f.leaseAt = Math.max(f.leaseAt, sentAt);
+        this.launch(f, s.attempt_id, s.number, s.catchup);
       }
     } catch (err) {
       for (const f of ready) {
