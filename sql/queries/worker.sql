@@ -71,8 +71,9 @@ RETURNING j.id, j.cancel_requested;
 
 -- name: CompleteAttempts
 -- Applies a batch of outcomes. The job row changes only under the same owner + generation:
--- a late completion after a reclaim changes nothing. The attempt row always records what
--- really happened on that call.
+-- a late completion after a reclaim changes nothing, with one exception (`overruled`). The
+-- attempt row records what really happened on that call: as its outcome while it is open, as
+-- its late outcome once the reaper recorded it lost.
 WITH r AS (
   -- sig: how a job that dies here died (see 009_dlq.sql), for quarantine of poison jobs.
   SELECT r.*, CASE WHEN r.next_status = 'dead' THEN r.dead_reason || ':' || coalesce(r.http_status::text, r.outcome) END AS sig
@@ -117,8 +118,26 @@ WITH r AS (
     outcome = r.outcome, http_status = r.http_status, error = r.error,
     possibly_delivered = r.possibly_delivered
   FROM r WHERE a.id = ANY(ARRAY(SELECT attempt_id FROM r)) AND a.id = r.attempt_id
-    AND (a.outcome IS NULL OR a.outcome = 'lost')
+    AND a.outcome IS NULL
   RETURNING a.id
+), late AS (
+  -- The reaper recorded this call lost and decided the job on that verdict, which stays (a
+  -- rewrite could show two successes for one job); the real outcome goes beside it, once.
+  UPDATE attempts a SET late_outcome = r.outcome, late_http_status = r.http_status, late_at = now()
+  FROM r WHERE a.id = ANY(ARRAY(SELECT attempt_id FROM r)) AND a.id = r.attempt_id
+    AND a.outcome = 'lost' AND a.late_outcome IS NULL
+  RETURNING a.id, a.job_id, a.number, a.lease_generation
+), overruled AS (
+  -- A reap that used up the last try killed the job for a call that did succeed: the success
+  -- stands. Only while the job is still dead of that very reap: not replayed since (status),
+  -- not claimed since (generation), no call after this one (calls); `late` fires once.
+  UPDATE jobs j SET status = 'succeeded', dead_reason = NULL, last_error = NULL,
+    finished_at = now(), updated_at = now()
+  FROM late JOIN r ON r.attempt_id = late.id
+  WHERE j.id = late.job_id AND r.outcome = 'success'
+    AND j.status = 'dead' AND j.dead_reason = 'lease_lost'
+    AND j.lease_generation = late.lease_generation AND j.calls = late.number
+  RETURNING j.id
 )
 SELECT j.id, j.status FROM j;
 
