@@ -66,11 +66,12 @@ for (const driver of DRIVERS) {
       const row = await jobRow(t.db, job.id);
       expect(row.status).toBe("succeeded");
       expect(row.lease_owner).toBeNull();
-      // The attempt log still tells the truth about A's call.
-      const attempts = await t.db.query<any>("SELECT number, outcome, worker FROM attempts WHERE job_id = $1 ORDER BY number", [job.id]);
+      // The attempt log still tells the truth about A's call: lost to the reaper, then its
+      // late report beside that verdict.
+      const attempts = await t.db.query<any>("SELECT number, outcome, late_outcome, worker FROM attempts WHERE job_id = $1 ORDER BY number", [job.id]);
       expect(attempts).toEqual([
-        { number: 1, outcome: "transient", worker: "A" },
-        { number: 2, outcome: "success", worker: "B" },
+        { number: 1, outcome: "lost", late_outcome: "transient", worker: "A" },
+        { number: 2, outcome: "success", late_outcome: null, worker: "B" },
       ]);
     });
 
