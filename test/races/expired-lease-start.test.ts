@@ -143,7 +143,61 @@ describe("the reaper and the pre-call check under any interleaving (postgres)", 
       expect([row.status, row.tries]).toEqual(["scheduled", lost[0].n]);
     } finally {
       gate.release();
-      await t.db.exec("DROP TRIGGER IF EXISTS test_reap_gate ON jobs");
+      await t.db.exec("DROP TRIGGER IF EXISTS test_reap_gate ON jobs; DROP FUNCTION IF EXISTS test_reap_gate()");
+      await releaseTestShards(t.db);
+    }
+  });
+
+  test("a pre-call check whose commit is delayed past its lease, committing between the reaper's snapshot and its lock: the reap sees the attempt", async () => {
+    // The check passes on a live lease (and extends it), but its commit stalls (think of a
+    // synchronous standby gone quiet) until that lease has lapsed after all.
+    await t.db.query("UPDATE jobs SET status = 'cancelled' WHERE status IN ('scheduled', 'queued', 'running')");
+    const p = await insertJob(t.db, { tenant: "gate" });
+    const x = await insertJob(t.db, { max_attempts: 5 });
+    const h = await takeShards(t.db, "disp");
+    expect(await claimDue(t.db, { fence: h, limit: 10, token: tokenOf(h), ttlMs: 60_000 })).toHaveLength(2);
+    const claimed = await claimQueued(t.db, { owner: "A", region: "local", limit: 2, leaseTtlMs: 60_000 });
+    const xa = claimed.find((c) => c.id === x.id)!;
+    await t.db.query("UPDATE jobs SET lease_until = now() - interval '10 s' WHERE id = $1", [p.id]);
+    await t.db.query("UPDATE jobs SET lease_until = now() + interval '500 ms' WHERE id = $1", [x.id]);
+    await t.db.exec(`
+      CREATE FUNCTION test_reap_gate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        PERFORM pg_advisory_xact_lock_shared(4242); RETURN NEW; END $$;
+      CREATE TRIGGER test_reap_gate BEFORE UPDATE ON jobs FOR EACH ROW
+        WHEN (OLD.tenant = 'gate' AND OLD.status = 'running' AND NEW.status <> 'running')
+        EXECUTE FUNCTION test_reap_gate();
+      CREATE FUNCTION test_commit_gate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        PERFORM pg_advisory_xact_lock_shared(4243); RETURN NEW; END $$;
+      CREATE TRIGGER test_commit_gate AFTER INSERT ON attempts FOR EACH ROW
+        WHEN (NEW.job_id = '${x.id}') EXECUTE FUNCTION test_commit_gate();`);
+    const gate = await admin.reserve();
+    try {
+      await gate`SELECT pg_advisory_lock(4242)`;
+      await gate`SELECT pg_advisory_lock(4243)`;
+      const start = startAttempts(t.db, "A", "local", [{ id: xa.id, gen: xa.lease_generation, version: xa.version }], { ttlMs: 200, marginMs: 0 });
+      await eventually(async () => (await waiting(["advisory"])) === 1, 5000, "the pre-call check stalled before its commit");
+      const checkedBy = Date.now();
+      // The lease (500 ms from just before the check, which kept it) has lapsed, with room.
+      await Bun.sleep(Math.max(0, checkedBy + 800 - Date.now()));
+      const reap = reapExpiredLeases(t.db, { limit: 10, skewMs: 0 });
+      await eventually(async () => (await waiting(["advisory"])) === 2, 5000, "the reaper stopped at the gate");
+      await gate`SELECT pg_advisory_unlock(4243)`;
+      expect(await start).toHaveLength(1);
+      await gate`SELECT pg_advisory_unlock(4242)`;
+      await reap;
+      // The attempt is open only while its job still runs; a reap of X records it lost.
+      const open = await t.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.outcome IS NULL AND j.status <> 'running'");
+      expect(open[0].n).toBe(0);
+      await t.db.exec("DROP TRIGGER test_reap_gate ON jobs; DROP TRIGGER test_commit_gate ON attempts");
+      await reapExpiredLeases(t.db, { limit: 10, skewMs: 0 });
+      const row = await jobRow(t.db, x.id);
+      const [a] = await t.db.query<{ outcome: string }>("SELECT outcome FROM attempts WHERE job_id = $1", [x.id]);
+      expect([row.status, row.tries, a.outcome]).toEqual(["scheduled", 1, "lost"]);
+    } finally {
+      gate.release();
+      await t.db.exec("DROP TRIGGER IF EXISTS test_reap_gate ON jobs; DROP TRIGGER IF EXISTS test_commit_gate ON attempts");
+      await t.db.exec("DROP FUNCTION IF EXISTS test_reap_gate(); DROP FUNCTION IF EXISTS test_commit_gate()");
       await releaseTestShards(t.db);
     }
   });
