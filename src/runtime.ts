@@ -97,7 +97,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   const workHere = want("worker");
   if (workHere) {
     rt.worker = new Worker({
-      db, owner, region: config.region, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, asyncLeaseMs: config.asyncLeaseMs, pollIntervalMs: config.pollIntervalMs,
+      db, owner, region: config.region, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, leaseMarginMs: config.clockSkewMs, asyncLeaseMs: config.asyncLeaseMs, pollIntervalMs: config.pollIntervalMs,
       shutdownGraceMs: config.shutdownGraceMs, signingKey: config.signingKey, allowPrivateTargets: config.allowPrivateTargets,
       log, metrics, beforeStart: opts.beforeStart, afterStartAttempts: opts.afterStartAttempts, hostLimits: config.hostLimits,
       prestageMs: config.prestageMs, reservedSlots: config.reservedSlots, clock,

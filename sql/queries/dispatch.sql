@@ -109,18 +109,28 @@ SELECT due_at FROM jobs WHERE status = 'scheduled' AND due_at < 'infinity' ORDER
 -- name: NotifyQueued
 SELECT pg_notify('scheduler_queued', $1::text);
 
--- name: ReapExpiredLeases
--- Queued or running rows whose lease passed (plus the clock-skew margin) go back to
--- scheduled. A call that was in flight (an open attempt) is recorded as lost and counts as
--- a try; a job claimed but never called costs nothing. An accepted async job whose target
--- stopped heartbeating is the same case (its attempt stays open until the target reports).
+-- name: LockExpiredLeases
+-- The reaper's first statement (one transaction with ReapLockedLeases): queued or running rows
+-- whose lease passed (plus the clock-skew margin), locked. Only what the lock makes certain is
+-- decided here; whether a call is open is read by the next statement, with a snapshot taken
+-- after the locks: a StartAttempts that committed between this statement's snapshot and its
+-- lock (its attempt invisible here) is then seen, and one still waiting for the lock finds
+-- the job no longer running.
+SELECT j.id FROM jobs j
+WHERE j.status IN ('queued', 'running')
+  AND j.lease_until < now() - make_interval(secs => $2::float8 / 1000)
+ORDER BY j.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED;
+
+-- name: ReapLockedLeases
+-- The rows LockExpiredLeases locked ($1) go back to scheduled. A call that was in flight (an
+-- open attempt) is recorded as lost and counts as a try; a job claimed but never called costs
+-- nothing. An accepted async job whose target stopped heartbeating is the same case (its
+-- attempt stays open until the target reports).
 WITH r AS (
   SELECT j.id, j.status,
     EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = j.id AND a.outcome IS NULL) AS in_call
   FROM jobs j
-  WHERE j.status IN ('queued', 'running')
-    AND j.lease_until < now() - make_interval(secs => $2::float8 / 1000)
-  ORDER BY j.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED
+  WHERE j.id = ANY($1::uuid[]) AND j.status IN ('queued', 'running')
 ), u AS (
   UPDATE jobs j SET
     status = CASE

@@ -26,16 +26,24 @@ RETURNING j.*;
 -- holds the authority at the generation the job was claimed under: a claim made before a
 -- region failover is never called after it. Only jobs that pass get an attempt row and are
 -- called.
+-- The lease must also still be live, by at least the clock-skew margin ($7, ms): a worker that
+-- stalled past its lease (GC, SIGSTOP) must not call a job the reaper may hand to another
+-- worker. The check reads clock_timestamp(), not now(): this statement may have waited for
+-- the row lock. The lease is extended here ($6, the TTL, ms), in the same row update that
+-- opens the attempt, so the reaper (which locks the row before it looks for open attempts)
+-- either sees the attempt or makes this update find the job no longer running.
 WITH auth AS (
   SELECT generation FROM region_authority WHERE home_region = $5
 ), ok AS (
   UPDATE jobs j SET calls = j.calls + 1, updated_at = now(),
+    lease_until = greatest(j.lease_until, clock_timestamp() + make_interval(secs => $6::float8 / 1000)),
     -- An occurrence whose first call starts past its grace is a catch-up run, and stays one.
     catchup = j.catchup OR (j.calls = 0 AND j.catchup_after IS NOT NULL AND now() > j.catchup_after)
   FROM unnest($2::uuid[], $3::int[], $4::int[]) AS x(id, gen, ver), auth
   WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1
     AND j.epoch >= auth.generation * 4294967296
     AND j.lease_generation = x.gen AND j.version = x.ver
+    AND j.lease_until > clock_timestamp() + make_interval(secs => $7::float8 / 1000)
     AND NOT j.cancel_requested AND j.due_at <= now()
     AND (j.expires_at IS NULL OR j.expires_at > now())
     AND (j.start_by IS NULL OR j.start_by > now() OR j.calls > 0)
@@ -53,15 +61,19 @@ SELECT ins.id AS attempt_id, ins.job_id, ins.number,
 FROM ins JOIN jobs j ON j.id = ins.job_id;
 
 -- name: RenewLeases
-UPDATE jobs j SET lease_until = now() + make_interval(secs => $4::float8 / 1000)
+-- Only a lease still live is extended: a lapsed one belongs to the reaper from then on, and a
+-- worker that stalled past it (GC, SIGSTOP) must give the call up rather than revive it.
+UPDATE jobs j SET lease_until = clock_timestamp() + make_interval(secs => $4::float8 / 1000)
 FROM unnest($2::uuid[], $3::int[]) AS x(id, gen)
 WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
+  AND j.lease_until > clock_timestamp()
 RETURNING j.id, j.cancel_requested;
 
 -- name: CompleteAttempts
 -- Applies a batch of outcomes. The job row changes only under the same owner + generation:
--- a late completion after a reclaim changes nothing. The attempt row always records what
--- really happened on that call.
+-- a late completion after a reclaim changes nothing, with one exception (`overruled`). The
+-- attempt row records what really happened on that call: as its outcome while it is open, as
+-- its late outcome once the reaper recorded it lost.
 WITH r AS (
   -- sig: how a job that dies here died (see 009_dlq.sql), for quarantine of poison jobs.
   SELECT r.*, CASE WHEN r.next_status = 'dead' THEN r.dead_reason || ':' || coalesce(r.http_status::text, r.outcome) END AS sig
@@ -106,8 +118,26 @@ WITH r AS (
     outcome = r.outcome, http_status = r.http_status, error = r.error,
     possibly_delivered = r.possibly_delivered
   FROM r WHERE a.id = ANY(ARRAY(SELECT attempt_id FROM r)) AND a.id = r.attempt_id
-    AND (a.outcome IS NULL OR a.outcome = 'lost')
+    AND a.outcome IS NULL
   RETURNING a.id
+), late AS (
+  -- The reaper recorded this call lost and decided the job on that verdict, which stays (a
+  -- rewrite could show two successes for one job); the real outcome goes beside it, once.
+  UPDATE attempts a SET late_outcome = r.outcome, late_http_status = r.http_status, late_at = now()
+  FROM r WHERE a.id = ANY(ARRAY(SELECT attempt_id FROM r)) AND a.id = r.attempt_id
+    AND a.outcome = 'lost' AND a.late_outcome IS NULL
+  RETURNING a.id, a.job_id, a.number, a.lease_generation
+), overruled AS (
+  -- A reap that used up the last try killed the job for a call that did succeed: the success
+  -- stands. Only while the job is still dead of that very reap: not replayed since (status),
+  -- not claimed since (generation), no call after this one (calls); `late` fires once.
+  UPDATE jobs j SET status = 'succeeded', dead_reason = NULL, last_error = NULL,
+    finished_at = now(), updated_at = now()
+  FROM late JOIN r ON r.attempt_id = late.id
+  WHERE j.id = late.job_id AND r.outcome = 'success'
+    AND j.status = 'dead' AND j.dead_reason = 'lease_lost'
+    AND j.lease_generation = late.lease_generation AND j.calls = late.number
+  RETURNING j.id
 )
 SELECT j.id, j.status FROM j;
 

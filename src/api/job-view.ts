@@ -78,6 +78,10 @@ export function attemptView(a: AttemptRow) {
     http_status: a.http_status,
     error: a.error,
     possibly_delivered: a.possibly_delivered,
+    // A call recorded lost whose worker reported later: what it really did (null otherwise).
+    late_outcome: a.late_outcome ?? null,
+    late_http_status: a.late_http_status ?? null,
+    late_at: iso(a.late_at ?? null),
     epoch: a.epoch === null ? null : Number(a.epoch),
     worker: a.worker,
   };

@@ -1,5 +1,5 @@
 import type { ShardFence } from "./shards.ts";
-import type { Queryable } from "./db.ts";
+import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
 import type { JobRow } from "./types.ts";
 
@@ -46,8 +46,17 @@ export async function notifyQueued(db: Queryable, count: number) {
   await db.query(sql("NotifyQueued"), [String(count)]);
 }
 
-export async function reapExpiredLeases(db: Queryable, p: { limit: number; skewMs: number }) {
-  return db.query<{ id: string; was: string; in_call: boolean; now_status: string }>(sql("ReapExpiredLeases"), [p.limit, p.skewMs]);
+/**
+ * Jobs whose lease passed go back to scheduled, in one transaction of two statements: lock
+ * first, then look for open attempts with a snapshot taken after the locks (see
+ * LockExpiredLeases), so a reap never leaves an attempt open behind it.
+ */
+export async function reapExpiredLeases(db: Db, p: { limit: number; skewMs: number }) {
+  return db.tx(async (q) => {
+    const locked = await q.query<{ id: string }>(sql("LockExpiredLeases"), [p.limit, p.skewMs]);
+    if (locked.length === 0) return [];
+    return q.query<{ id: string; was: string; in_call: boolean; now_status: string }>(sql("ReapLockedLeases"), [locked.map((r) => r.id)]);
+  });
 }
 
 export async function countQueued(db: Queryable, cap: number, minPriority?: number): Promise<number> {

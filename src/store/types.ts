@@ -99,4 +99,8 @@ export interface AttemptRow {
   http_status: number | null;
   error: string | null;
   possibly_delivered: boolean;
+  /** What the call reported after the reaper had recorded it lost (that verdict stands). */
+  late_outcome: string | null;
+  late_http_status: number | null;
+  late_at: Date | null;
 }

@@ -13,10 +13,16 @@ export async function claimQueued(db: Queryable, p: { owner: string; limit: numb
  * Re-checks claimed jobs right before the call and opens an attempt for each that passes;
  * `region` must hold the authority at the generation the job was claimed under.
  */
-export async function startAttempts(db: Queryable, owner: string, region: string, jobs: { id: string; gen: number; version: number }[]) {
+/**
+ * The pre-call check. `lease`: the TTL the lease is extended to, and the margin by which it
+ * must still be live (the clock-skew margin): a job whose lease lapsed is not started.
+ */
+export async function startAttempts(
+  db: Queryable, owner: string, region: string, jobs: { id: string; gen: number; version: number }[], lease: { ttlMs: number; marginMs: number },
+) {
   if (jobs.length === 0) return [];
   return db.query<{ attempt_id: string; job_id: string; number: number; catchup: boolean }>(sql("StartAttempts"), [
-    owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.version), region,
+    owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.version), region, lease.ttlMs, lease.marginMs,
   ]);
 }
 

@@ -73,7 +73,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
   const fields = { outcome: r.outcome, http_status: r.httpStatus, ms: r.finishedAt.getTime() - r.startedAt.getTime(), next: next.status };
   if (!accepted) {
     d.metrics.duplicateAttempts.inc();
-    log.warn(fields, "late completion rejected: the lease moved on while the call ran");
+    log.warn(fields, "late completion: the lease moved on while the call ran; kept as the lost attempt's late outcome");
     return;
   }
   if (next.status === "succeeded") d.metrics.endToEnd.observe(Math.max(0, (now - job.scheduled_for.getTime()) / 1000));

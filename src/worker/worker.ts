@@ -23,6 +23,11 @@ export interface WorkerOptions {
   region: string;
   concurrency: number;
   leaseTtlMs: number;
+  /**
+   * The clock-skew margin: a call starts only on a lease live for at least this long, and is
+   * aborted once its lease has gone unrenewed for leaseTtlMs minus this.
+   */
+  leaseMarginMs: number;
   /** Async jobs: the lease an accepted job runs under until its target's first heartbeat. */
   asyncLeaseMs: number;
   pollIntervalMs: number;
@@ -52,6 +57,8 @@ export interface InFlight {
   job: JobRow;
   gen: number;
   abort: AbortController;
+  /** performance.now() just before the last statement that extended the lease was sent. */
+  leaseAt: number;
 }
 
 const MAX_CLAIM = 200;
@@ -88,7 +95,7 @@ export class Worker {
     // check asks its now() again).
     this.gate = new DueGate<InFlight>((fs) => this.handled(this.opened(fs)), () => this.clock.now());
     this.completions = new CompletionBatcher(o.db, o.owner, o.log);
-    this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, log: o.log, inflight: this.inflight });
+    this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, marginMs: o.leaseMarginMs, log: o.log, inflight: this.inflight });
     const hl = o.hostLimits ?? {};
     this.limiter = new HostLimiter<InFlight>({
       ratePerSec: hl.ratePerSec, concurrency: hl.concurrency, floorPerSec: hl.floorPerSec ?? 0.5,
@@ -248,21 +255,23 @@ export class Worker {
 
   /** Jobs a dispatcher in this process claimed straight into running under our lease. */
   accept(jobs: JobRow[]): void {
-    this.reserve(jobs);
+    this.reserve(jobs, performance.now());
     this.handled(this.startClaimed(jobs));
   }
 
   /** One claim pass: returns how many jobs were claimed. */
   async runOnce(limit: number, minPriority?: number): Promise<number> {
+    const sentAt = performance.now();
     const claimed = await claimQueued(this.o.db, { owner: this.o.owner, limit, leaseTtlMs: this.o.leaseTtlMs, region: this.o.region, horizonMs: this.o.prestageMs, minPriority });
     if (claimed.length === 0) return 0;
-    this.reserve(claimed);
+    this.reserve(claimed, sentAt);
     await this.startClaimed(claimed);
     return claimed.length;
   }
 
-  private reserve(jobs: JobRow[]): void {
-    for (const job of jobs) this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController() });
+  /** `leaseAt`: when the claim that took these leases was sent (the renewer's watchdog counts from it). */
+  private reserve(jobs: JobRow[], leaseAt: number): void {
+    for (const job of jobs) this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController(), leaseAt });
   }
 
   private readonly handoffs = new Set<Promise<void>>();
@@ -341,8 +350,11 @@ export class Worker {
   private async begin(ready: InFlight[]): Promise<void> {
     if (ready.length === 0) return;
     let started: Awaited<ReturnType<typeof startAttempts>>;
+    const sentAt = performance.now();
     try {
-      started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })));
+      started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })), {
+        ttlMs: this.o.leaseTtlMs, marginMs: this.o.leaseMarginMs,
+      });
       await this.o.afterStartAttempts?.(started.map((s) => s.job_id));
     } catch (err) {
       // No answer: the check may have committed and opened attempts, or not. Nothing is
@@ -359,11 +371,14 @@ export class Worker {
     // Opened attempts are called before anything else can fail.
     for (const s of started) {
       const f = this.inflight.get(s.job_id);
-      if (f) this.launch(f, s.attempt_id, s.number, s.catchup);
+      if (!f) continue;
+      // The check extended the lease: the watchdog counts from it.
+      f.leaseAt = Math.max(f.leaseAt, sentAt);
+      this.launch(f, s.attempt_id, s.number, s.catchup);
     }
     try {
       const startedIds = new Set(started.map((s) => s.job_id));
-      // Cancelled, rescheduled or reclaimed since the claim: not called.
+      // Cancelled, rescheduled, reclaimed or its lease lapsed since the claim: not called.
       const stale = ready.filter((f) => !startedIds.has(f.job.id));
       if (stale.length > 0) {
         for (const f of stale) this.limiter.forget(f.job.id);

@@ -32,7 +32,7 @@ describe("giving back uncalled jobs (postgres)", () => {
       let opened = 0;
       // The worker's StartAttempts has run but not committed: to the worker, its connection dropped.
       const check = other.tx(async (q) => {
-        opened = (await startAttempts(q, "W", "local", [{ ...lease[0]!, version: c!.version }])).length;
+        opened = (await startAttempts(q, "W", "local", [{ ...lease[0]!, version: c!.version }], { ttlMs: 60_000, marginMs: 0 })).length;
         await gate;
       });
       await eventually(() => opened === 1, 5000, "the check to open its attempt");
@@ -55,7 +55,7 @@ describe("giving back uncalled jobs (postgres)", () => {
       expect(await releaseUncalled(t.db, "W", lease)).toHaveLength(0);
       // The next claim's first call is attempt 1 again.
       const [again] = await claimDue(t.db, { fence: h, limit: 10, token: tokenOf(h), ttlMs: 60_000, worker: "W" });
-      const [a] = await startAttempts(t.db, "W", "local", [{ id: again!.id, gen: again!.lease_generation, version: again!.version }]);
+      const [a] = await startAttempts(t.db, "W", "local", [{ id: again!.id, gen: again!.lease_generation, version: again!.version }], { ttlMs: 60_000, marginMs: 0 });
       expect(a!.number).toBe(1);
     } finally {
       await other.close();

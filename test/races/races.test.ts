@@ -10,6 +10,9 @@ import { api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
 
+/** The pre-call check's lease: extended to 10 s, and it must still be live. */
+const LEASE = { ttlMs: 10_000, marginMs: 0 };
+
 const done = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "attempt_id">): Completion => ({
   outcome: "success", http_status: 200, error: null, possibly_delivered: false,
   started_at: new Date(), finished_at: new Date(), next_status: "succeeded", next_delay_ms: null, last_error: null,
@@ -42,7 +45,7 @@ for (const driver of DRIVERS) {
       const job = await queue();
       // Worker A claims and starts a call.
       const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 1000 });
-      const [aAttempt] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
+      const [aAttempt] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }], LEASE);
       expect(aAttempt.number).toBe(1);
       // A pauses; its lease passes; the reaper gives the job back; B takes it and succeeds.
       await t.db.query("UPDATE jobs SET lease_until = now() - interval '1 s' WHERE id = $1", [job.id]);
@@ -52,7 +55,7 @@ for (const driver of DRIVERS) {
       await claimDue(t.db, { fence: h, limit: 10, token: tokenOf(h), ttlMs: 60_000 });
       const [b] = await claimQueued(t.db, { owner: "B", region: "local", limit: 1, leaseTtlMs: 10_000 });
       expect(b.lease_generation).toBe(a.lease_generation + 1);
-      const [bAttempt] = await startAttempts(t.db, "B", "local", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
+      const [bAttempt] = await startAttempts(t.db, "B", "local", [{ id: b.id, gen: b.lease_generation, version: b.version }], LEASE);
       expect(await completeAttempts(t.db, "B", [done({ job_id: b.id, gen: b.lease_generation, attempt_id: bAttempt.attempt_id })])).toHaveLength(1);
       // A finally reports — a failure that would re-queue the job. Rejected.
       const late = await completeAttempts(t.db, "A", [done({
@@ -63,18 +66,19 @@ for (const driver of DRIVERS) {
       const row = await jobRow(t.db, job.id);
       expect(row.status).toBe("succeeded");
       expect(row.lease_owner).toBeNull();
-      // The attempt log still tells the truth about A's call.
-      const attempts = await t.db.query<any>("SELECT number, outcome, worker FROM attempts WHERE job_id = $1 ORDER BY number", [job.id]);
+      // The attempt log still tells the truth about A's call: lost to the reaper, then its
+      // late report beside that verdict.
+      const attempts = await t.db.query<any>("SELECT number, outcome, late_outcome, worker FROM attempts WHERE job_id = $1 ORDER BY number", [job.id]);
       expect(attempts).toEqual([
-        { number: 1, outcome: "transient", worker: "A" },
-        { number: 2, outcome: "success", worker: "B" },
+        { number: 1, outcome: "lost", late_outcome: "transient", worker: "A" },
+        { number: 2, outcome: "success", late_outcome: null, worker: "B" },
       ]);
     });
 
     test("a second completion of the same claim is rejected: one terminal transition", async () => {
       const job = await queue();
       const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 10_000 });
-      const [att] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
+      const [att] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }], LEASE);
       const c = done({ job_id: a.id, gen: a.lease_generation, attempt_id: att.attempt_id });
       const [r1, r2] = await Promise.all([completeAttempts(t.db, "A", [c]), completeAttempts(t.db, "A", [{ ...c, next_status: "scheduled", next_delay_ms: 0 }])]);
       expect(r1.length + r2.length).toBe(1);
@@ -96,7 +100,7 @@ for (const driver of DRIVERS) {
       const job = await queue();
       const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 10_000 });
       await t.db.query("UPDATE jobs SET version = version + 1 WHERE id = $1", [job.id]);
-      expect(await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }])).toHaveLength(0);
+      expect(await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }], LEASE)).toHaveLength(0);
     });
 
     test("a job claimed but never called (worker died before the call) costs no try when reaped", async () => {
@@ -121,14 +125,14 @@ for (const driver of DRIVERS) {
     test("a success that lands after a cancel request stays succeeded: its effect happened", async () => {
       const job = await queue();
       const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 10_000 });
-      const [att] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }]);
+      const [att] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }], LEASE);
       await t.db.query("UPDATE jobs SET cancel_requested = true, version = version + 1 WHERE id = $1", [job.id]);
       expect(await completeAttempts(t.db, "A", [done({ job_id: a.id, gen: a.lease_generation, attempt_id: att.attempt_id })])).toHaveLength(1);
       expect((await jobRow(t.db, job.id)).status).toBe("succeeded");
       // ...while a failure after a cancel request ends cancelled, not retried.
       const other = await queue();
       const [b] = await claimQueued(t.db, { owner: "B", region: "local", limit: 1, leaseTtlMs: 10_000 });
-      const [bt] = await startAttempts(t.db, "B", "local", [{ id: b.id, gen: b.lease_generation, version: b.version }]);
+      const [bt] = await startAttempts(t.db, "B", "local", [{ id: b.id, gen: b.lease_generation, version: b.version }], LEASE);
       await t.db.query("UPDATE jobs SET cancel_requested = true WHERE id = $1", [other.id]);
       await completeAttempts(t.db, "B", [done({ job_id: b.id, gen: b.lease_generation, attempt_id: bt.attempt_id, outcome: "transient", next_status: "scheduled", next_delay_ms: 10 })]);
       expect((await jobRow(t.db, other.id)).status).toBe("cancelled");

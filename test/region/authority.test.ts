@@ -15,6 +15,8 @@ import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
 
 const by = { actor: "test", reason: "drill" };
+/** The pre-call check's lease: extended to 10 s, and it must still be live. */
+const LEASE = { ttlMs: 10_000, marginMs: 0 };
 
 for (const driver of DRIVERS) {
   describe(`region authority (${driver})`, () => {
@@ -83,7 +85,7 @@ for (const driver of DRIVERS) {
       expect(running!.id).toBe(j.id);
       await moveAuthority(t.db, { to: "fra", ttlMs: 5000, by, action: "cluster.failover" });
       // The worker's pre-call check refuses: its region is no longer home.
-      expect(await startAttempts(t.db, "W-iad", "iad", [{ id: j.id, gen: running!.lease_generation, version: running!.version }])).toEqual([]);
+      expect(await startAttempts(t.db, "W-iad", "iad", [{ id: j.id, gen: running!.lease_generation, version: running!.version }], LEASE)).toEqual([]);
       // The old leader can neither renew nor claim, even with its old hold.
       expect(await renewLease(t.db, hold, 60_000, "iad")).toBeUndefined();
       expect((await renewShards(t.db, "A", fence.shards, 60_000, "iad")).size).toBe(0);
@@ -100,7 +102,7 @@ for (const driver of DRIVERS) {
       // Workers: iad takes nothing from the queue; fra does.
       expect(await claimQueued(t.db, { owner: "W-iad", region: "iad", limit: 10, leaseTtlMs: 10_000 })).toEqual([]);
       const [w] = await claimQueued(t.db, { owner: "W-fra", region: "fra", limit: 10, leaseTtlMs: 10_000 });
-      expect(await startAttempts(t.db, "W-fra", "fra", [{ id: w!.id, gen: w!.lease_generation, version: w!.version }])).toHaveLength(1);
+      expect(await startAttempts(t.db, "W-fra", "fra", [{ id: w!.id, gen: w!.lease_generation, version: w!.version }], LEASE)).toHaveLength(1);
     });
 
     test("a job claimed under an older generation is never called, even by a worker of the new home", async () => {
@@ -110,7 +112,7 @@ for (const driver of DRIVERS) {
       await moveAuthority(t.db, { to: "fra", ttlMs: 5000, by, action: "cluster.failover" });
       const row = (await jobRow(t.db, j.id))!;
       // Same owner name, now in fra: the job's token is from generation 0.
-      expect(await startAttempts(t.db, "W", "fra", [{ id: j.id, gen: row.lease_generation, version: row.version }])).toEqual([]);
+      expect(await startAttempts(t.db, "W", "fra", [{ id: j.id, gen: row.lease_generation, version: row.version }], LEASE)).toEqual([]);
     });
   });
 }
