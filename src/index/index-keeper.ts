@@ -16,6 +16,7 @@
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import type { Db } from "../store/db.ts";
+import type { LeaseHold } from "../store/leases.ts";
 import { sql } from "../store/sql.ts";
 import type { JobRow } from "../store/types.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
@@ -41,6 +42,8 @@ export interface IndexKeeperOptions {
   opTimeoutMs?: number;
   /** The relay added entries, the earliest due at this instant: the dispatcher may look. */
   onDue?: (atMs: number) => void;
+  /** Test seam: runs in settle() between its SQL read and its index write, to force races there. */
+  beforeSettleWrite?: () => Promise<void>;
 }
 
 /** A job must be this late before reconciliation claims it: the index had time to hand it out. */
@@ -52,6 +55,8 @@ export class IndexKeeper extends PeriodicLoop<void> {
   readonly relay: OutboxRelay;
   readonly loader: WindowLoader;
   private leading = false;
+  /** The coordinator lease this process holds while it leads: the relay works under it. */
+  private hold: LeaseHold | undefined;
   /** A shard holder that is not the coordinator: it reads the index the coordinator keeps. */
   private reading = false;
   /** Redis answered the last call and the index was built since it last failed. */
@@ -68,6 +73,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
     this.intervalMs = o.intervalMs ?? 1000;
     this.relay = new OutboxRelay({
       db: o.db, index: o.index, batch, windowMs: o.windowMs, log: o.log,
+      fence: () => this.hold,
       onUpserted: (at) => o.onDue?.(at),
     });
     this.loader = new WindowLoader({
@@ -105,8 +111,10 @@ export class IndexKeeper extends PeriodicLoop<void> {
     }
   }
 
-  /** Called by the dispatcher when it gains or loses the dispatch lease. */
-  async lead(leading: boolean): Promise<void> {
+  /** Called by the dispatcher when it gains (the hold) or loses (undefined) the coordinator lease. */
+  async lead(hold: LeaseHold | undefined): Promise<void> {
+    const leading = hold !== undefined;
+    this.hold = hold;
     if (leading === this.leading) return;
     this.leading = leading;
     if (leading) {
@@ -126,6 +134,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
   /** Stops the loops and closes the index's connections. */
   async close(): Promise<void> {
     this.leading = false;
+    this.hold = undefined;
     await this.stop();
     await this.relay.stop();
     await this.o.index.close();
@@ -219,6 +228,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
         // not yet by the database's. It stays.
       }
     }
+    await this.o.beforeSettleWrite?.();
     try {
       if (remove.length > 0) await this.timed(() => this.o.index.entriesRemove({ jobIds: remove }));
       if (move.length > 0) await this.timed(() => this.o.index.entriesUpsert({ entries: move }));

@@ -16,6 +16,7 @@
  */
 import type { Logger } from "../obs/log.ts";
 import type { Db, Queryable } from "../store/db.ts";
+import type { LeaseHold } from "../store/leases.ts";
 import { sql } from "../store/sql.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import type { DueEntry, DueIndex } from "./due-index.ts";
@@ -28,6 +29,8 @@ export interface OutboxRelayOptions {
   /** The index's future window: upserts due at or after now + windowMs are left to the window loader. */
   windowMs: number;
   log: Logger;
+  /** The coordinator lease this relay works under (undefined: this process does not hold it). */
+  fence: () => Pick<LeaseHold, "name" | "owner" | "epoch"> | undefined;
   /** Pause after a pass that did not fill its batch; default 100 ms. */
   intervalMs?: number;
   /** Called after every pass with the outbox lag (seconds since the oldest pending row was written). */
@@ -35,6 +38,8 @@ export interface OutboxRelayOptions {
   /** Called after entries were added, with the earliest due instant among them (epoch ms). */
   onUpserted?: (earliestDueMs: number) => void;
   now?: () => number;
+  /** Test seam: runs after a pass took its rows and before it writes them to the index. */
+  beforeApply?: (rows: number) => Promise<void>;
 }
 
 export interface RelayResult {
@@ -64,6 +69,7 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
       const lagSeconds = await outboxLag(q);
       const rows = await q.query<OutboxRow>(sql("OutboxTake"), [this.o.batch]);
       if (rows.length === 0) return { applied: 0, lagSeconds };
+      await this.o.beforeApply?.(rows.length);
       await this.apply(rows);
       // Only now, after the index write succeeded; a throw above rolls the take back.
       await q.query(sql("OutboxDelete"), [rows.map((r) => String(r.id))]);

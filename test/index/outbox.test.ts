@@ -9,6 +9,7 @@ import { appendOutbox } from "../../src/index/outbox.ts";
 import { OutboxRelay } from "../../src/index/outbox-relay.ts";
 import { WindowLoader } from "../../src/index/window-loader.ts";
 import { silentLogger } from "../../src/obs/log.ts";
+import { acquireLease, type LeaseHold } from "../../src/store/leases.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob } from "../helpers/jobs.ts";
 import { closedPort, redisScratch, type RedisScratch, testRedisUrl } from "../helpers/redis.ts";
@@ -20,9 +21,12 @@ for (const driver of DRIVERS) {
     let t: TestDb;
     let s: RedisScratch;
     let index: BunRedisDueIndex;
+    /** The coordinator lease the relays of these tests work under. */
+    let hold: LeaseHold;
 
     beforeEach(async () => {
       t = await freshDb(driver);
+      hold = (await acquireLease(t.db, { name: "dispatch", owner: "relay-test", ttlMs: 600_000, skewMs: 0 }))!;
       s = await redisScratch("outbox");
       index = new BunRedisDueIndex({ url: testRedisUrl(), prefix: s.prefix, shards: 4 });
     });
@@ -33,7 +37,7 @@ for (const driver of DRIVERS) {
     });
 
     const relay = (over: Partial<ConstructorParameters<typeof OutboxRelay>[0]> = {}) =>
-      new OutboxRelay({ db: t.db, index, batch: 100, windowMs: 60_000, log: silentLogger, ...over });
+      new OutboxRelay({ db: t.db, index, batch: 100, windowMs: 60_000, log: silentLogger, fence: () => hold, ...over });
     const all = () => index.dueList({ dueBy: FAR, limit: 1000 });
     const outboxCount = async () => Number((await t.db.query<{ n: string }>("SELECT count(*) AS n FROM index_outbox"))[0]!.n);
     const byId = (es: DueEntry[]) => Object.fromEntries(es.map((e) => [e.jobId, e.dueMs]));
