@@ -21,7 +21,7 @@ import { sql } from "../store/sql.ts";
 import type { JobRow } from "../store/types.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { indexCaptureEnabled, setIndexCapture } from "./capture.ts";
-import { type DueEntry, type DueIndex } from "./due-index.ts";
+import { type DueChange, type DueEntry, type DueIndex } from "./due-index.ts";
 import { withTimeout } from "../time/with-timeout.ts";
 import { OutboxRelay } from "./outbox-relay.ts";
 import { WindowLoader } from "./window-loader.ts";
@@ -200,15 +200,20 @@ export class IndexKeeper extends PeriodicLoop<void> {
   /**
    * After a claim of candidates: claimed entries leave the index; of the others, those SQL
    * says are not (or no longer) scheduled are stale and dropped, and those scheduled at
-   * another instant are moved. Best effort: a failure here only leaves entries that the next
-   * validation drops again.
+   * another instant are moved. Every change is conditional on the score the entry was listed
+   * with: between the SQL read here and the write, the relay may have written a newer state
+   * (a claimed job failed and was retried, a job was rescheduled), and that entry must stay.
+   * Best effort: a failure here only leaves entries that the next validation drops again.
    */
   async settle(candidates: DueEntry[], claimed: JobRow[]): Promise<void> {
     if (candidates.length === 0) return;
     const taken = new Set(claimed.map((c) => c.id));
-    const rest = candidates.filter((c) => !taken.has(c.jobId));
-    const remove = [...taken];
-    const move: DueEntry[] = [];
+    const changes: DueChange[] = [];
+    const rest: DueEntry[] = [];
+    for (const c of candidates) {
+      if (taken.has(c.jobId)) changes.push({ jobId: c.jobId, ifDueMs: c.dueMs, dueMs: null });
+      else rest.push(c);
+    }
     if (rest.length > 0) {
       const rows = await this.o.db.query<{ id: string; status: string; due_at: Date }>(sql("IndexValidate"), [rest.map((c) => c.jobId)]);
       const byId = new Map(rows.map((r) => [r.id, r]));
@@ -217,11 +222,11 @@ export class IndexKeeper extends PeriodicLoop<void> {
         const row = byId.get(c.jobId);
         const due = row?.due_at.getTime();
         if (!row || row.status !== "scheduled" || due === undefined || !Number.isFinite(due) || due >= windowEnd) {
-          remove.push(c.jobId);
+          changes.push({ jobId: c.jobId, ifDueMs: c.dueMs, dueMs: null });
           this.o.metrics.indexStale.inc();
           this.o.log.debug({ job_id: c.jobId, status: row?.status ?? null }, "stale due-index entry dropped");
         } else if (due !== c.dueMs) {
-          move.push({ jobId: c.jobId, dueMs: due });
+          changes.push({ jobId: c.jobId, ifDueMs: c.dueMs, dueMs: due });
           this.o.metrics.indexStale.inc();
         }
         // Otherwise still due as listed: locked by another claim, or due by our clock and
@@ -230,8 +235,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
     }
     await this.o.beforeSettleWrite?.();
     try {
-      if (remove.length > 0) await this.timed(() => this.o.index.entriesRemove({ jobIds: remove }));
-      if (move.length > 0) await this.timed(() => this.o.index.entriesUpsert({ entries: move }));
+      if (changes.length > 0) await this.timed(() => this.o.index.entriesCompareAndSet({ changes }));
     } catch (err) {
       this.markDown("settle", err);
     }
