@@ -72,6 +72,18 @@ LIMIT $5;
 
 -- Capture of index changes into the outbox (migration 004), switched by the dispatch leader.
 
+-- name: IndexCaptureLockTimeout
+-- Turning capture on waits at most this long for job writers in flight (and holds new ones up
+-- meanwhile); past it the switch fails and the keeper tries again on its next pass.
+SELECT set_config('lock_timeout', '1000ms', true) AS lock_timeout;
+
+-- name: IndexCaptureLockWriters
+-- Turning capture on, in the switch's transaction, before IndexCaptureSet: SHARE conflicts
+-- with the ROW EXCLUSIVE lock every INSERT and UPDATE of jobs holds to the end of its
+-- transaction, so this waits for every job writer in flight and holds new ones until the
+-- switch commits (src/index/capture.ts says why that closes the gap).
+LOCK TABLE jobs IN SHARE MODE;
+
 -- name: IndexCaptureSet
 -- Returns a row only when the setting changed.
 UPDATE index_state SET enabled = $1, updated_at = now()

@@ -149,8 +149,13 @@ export class IndexKeeper extends PeriodicLoop<void> {
     if (!this.leading) return this.checkKept();
     try {
       // Before any load: a change committed after this is captured, one committed before it
-      // is in the rows the load reads.
-      if (await setIndexCapture(this.o.db, true)) this.o.log.info("index capture on: job changes are relayed to the Redis due index");
+      // is in the rows the load reads. Capture was off until now (first lead, or a SQL-only
+      // leader turned it off meanwhile): changes made while it was off are only in the table,
+      // so the index is rebuilt after the switch, whatever the marker says.
+      if (await setIndexCapture(this.o.db, true)) {
+        this.o.log.info("index capture on: job changes are relayed to the Redis due index");
+        this.loader.forceRebuild();
+      }
       this.relay.start();
       await this.loader.runOnce();
       if (!this.up) {
