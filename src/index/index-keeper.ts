@@ -30,7 +30,10 @@ export interface IndexKeeperOptions {
   db: Db;
   index: DueIndex;
   windowMs: number;
-  /** The SQL reconciliation pass runs at least this often while the index is used. */
+  /**
+   * The SQL reconciliation pass runs this often while the index is used, whether or not the
+   * index's candidates fill the pass (see reconcileBoundMs).
+   */
   reconcileMs: number;
   log: Logger;
   metrics: Metrics;
@@ -48,6 +51,20 @@ export interface IndexKeeperOptions {
 
 /** A job must be this late before reconciliation claims it: the index had time to hand it out. */
 export const RECONCILE_LATE_MS = 500;
+
+/**
+ * The bound on how late a due job that the index misses (a lost write, a stale score) is
+ * claimed: it is RECONCILE_LATE_MS late, then waits at most one reconcile interval for the
+ * next reconciliation, which runs at the start of the first claim after its deadline
+ * whatever the index holds, and claims the oldest late jobs first; plus that one dispatcher
+ * pass. This holds while fewer than a pass's limit of the dispatcher's jobs are later than
+ * the missed one; beyond that the dispatcher is behind anyway and the missed job is claimed
+ * among the others in due order. A dispatcher that claims nothing (its queue target full,
+ * quotas) holds back every job alike.
+ */
+export function reconcileBoundMs(reconcileMs: number): number {
+  return RECONCILE_LATE_MS + reconcileMs;
+}
 
 const TIMED_OUT: unique symbol = Symbol("timed out");
 
@@ -81,6 +98,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
       onRebuild: () => o.metrics.indexRebuilds.inc(),
     });
     o.metrics.indexFallback.set(1);
+    o.metrics.indexReconcileBound.set(reconcileBoundMs(o.reconcileMs) / 1000);
   }
 
   get kind(): string {
@@ -246,7 +264,10 @@ export class IndexKeeper extends PeriodicLoop<void> {
     }
   }
 
-  /** Whether the dispatcher should run the SQL reconciliation pass now (and note that it did). */
+  /**
+   * Whether the dispatcher should run the SQL reconciliation pass now (and note that it did):
+   * once every reconcile interval, asked at the start of every claim from the index.
+   */
   reconcileNow(): boolean {
     const now = Date.now();
     if (now - this.lastReconcile < this.o.reconcileMs) return false;
@@ -259,6 +280,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
     if (jobs.length === 0) return;
     this.o.metrics.indexReconciled.inc(jobs.length);
     for (const j of jobs) {
+      this.o.metrics.indexReconcileLate.observe(Math.max(0, ((j.queued_at ?? new Date()).getTime() - j.due_at.getTime()) / 1000));
       this.o.log.warn({ job_id: j.id, due_at: j.due_at.toISOString() }, "due job was missing from the Redis index; claimed by SQL reconciliation");
     }
   }
