@@ -232,15 +232,22 @@ describe("Redis due index races (postgres)", () => {
     const fence = await takeShards(t.db, "disp", { count: 1 });
     const claimer = new DueClaimer({ db: t.db, planner: new DispatchPlanner(testConfig().flow), index: keeper, prestageMs: 0, metrics });
 
-    // The missed job: relayed into the index, then lost from it (as a lost write would).
-    const missed = await insertJob(t.db, { due_at: new Date(Date.now() - 100) });
+    const LIMIT = 10;
+    const pass = () => claimer.claim({ fence, limit: LIMIT, token: tokenOf(fence), ttlMs: 60_000 });
+    // Keeps it saturated: every job taken is replaced by a new one due now.
+    const refill = (n: number) => insertJobs(t.db, Array.from({ length: n }, () => newJob({ due_at: new Date() })));
+    // The backlog, in the index: far more due candidates than a pass takes.
+    await refill(300);
+    await eventually(async () => Object.keys(await indexed(index)).length >= 300, 10_000, "the backlog to reach the index");
+    // Passes already running (a reconciliation may have run just now): the missed job must be
+    // found by a later one, on the reconcile timer, while every pass is full.
+    expect((await pass()).length).toBe(LIMIT);
+    await refill(LIMIT);
+    // The missed job, due shortly: relayed into the index, then lost from it (as a lost write would).
+    const missed = await insertJob(t.db, { due_at: new Date(Date.now() + 300) });
     await eventually(async () => (await indexed(index))[missed.id] !== undefined, 10_000, "the missed job to reach the index");
     await index.entriesRemove({ jobIds: [missed.id] });
     const dueMs = missed.due_at.getTime();
-    // The backlog, in the index: far more due candidates than a pass takes.
-    const LIMIT = 10;
-    await insertJobs(t.db, Array.from({ length: 300 }, () => newJob({ due_at: new Date() })));
-    await eventually(async () => Object.keys(await indexed(index)).length >= 200, 10_000, "the backlog to reach the index");
 
     // The documented bound: RECONCILE_LATE_MS + the reconcile interval + a pass (here 1 s on
     // a shared CPU) after the due instant.
@@ -249,12 +256,11 @@ describe("Redis due index races (postgres)", () => {
     let passes = 0;
     let notFull = 0;
     while (claimedAt === undefined && Date.now() < dueMs + bound + 3000) {
-      const got = await claimer.claim({ fence, limit: LIMIT, token: tokenOf(fence), ttlMs: 60_000 });
+      const got = await pass();
       passes++;
       if (got.length < LIMIT) notFull++;
       if (got.some((g) => g.id === missed.id)) claimedAt = Date.now();
-      // Keep it saturated: every job taken is replaced by a new one due now.
-      await insertJobs(t.db, Array.from({ length: LIMIT }, () => newJob({ due_at: new Date() })));
+      await refill(got.length);
     }
     expect({ passes: passes > 10, notFull }).toEqual({ passes: true, notFull: 0 });
     expect(claimedAt).toBeDefined();
