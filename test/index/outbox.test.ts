@@ -124,6 +124,26 @@ for (const driver of DRIVERS) {
       expect(await outboxCount()).toBe(0);
     });
 
+    test("fenced: a relay whose process does not hold the coordinator lease at its epoch applies nothing; the rows wait for the holder", async () => {
+      const a = crypto.randomUUID();
+      const now = Date.now();
+      await appendOutbox(t.db, [{ jobId: a, dueAt: new Date(now) }]);
+      // Not leading at all: no transaction, nothing applied.
+      expect(await relay({ fence: () => undefined }).runOnce()).toEqual({ applied: 0, fenced: true, lagSeconds: 0 });
+      // A hold from before a takeover: the lease row names another owner at a higher epoch.
+      await t.db.query("UPDATE leases SET lease_until = now() - interval '1 hour' WHERE name = 'dispatch'");
+      const next = (await acquireLease(t.db, { name: "dispatch", owner: "relay-test-2", ttlMs: 600_000, skewMs: 0 }))!;
+      expect(next.epoch).toBe(hold.epoch + 1);
+      expect(await relay().runOnce()).toEqual({ applied: 0, fenced: true, lagSeconds: 0 });
+      // The same owner with the old epoch is fenced too.
+      expect((await relay({ fence: () => ({ ...next, epoch: hold.epoch }) }).runOnce()).fenced).toBe(true);
+      expect(await index.size()).toBe(0);
+      expect(await outboxCount()).toBe(1);
+      const r = await relay({ fence: () => next }).runOnce();
+      expect([r.applied, r.fenced]).toEqual([1, false]);
+      expect(await all()).toEqual([{ jobId: a, dueMs: now }]);
+    });
+
     test("lag: an old pending row is reported (> 0 s), an empty outbox reports 0", async () => {
       await appendOutbox(t.db, [{ jobId: crypto.randomUUID(), dueAt: new Date() }]);
       await t.db.query("UPDATE index_outbox SET created_at = now() - interval '5 seconds'");
