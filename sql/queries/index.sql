@@ -26,12 +26,26 @@ SELECT x.job_id, x.due_at::timestamptz
 FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS x(job_id, due_at, n)
 ORDER BY x.n;
 
+-- name: OutboxRelayLock
+-- One relay pass at a time, in whichever process, held to the end of the pass's transaction:
+-- an old coordinator's relay that has not noticed the takeover yet and the new one's never
+-- interleave, so rows reach the index in id order. A pass is one Redis round trip.
+SELECT true AS locked FROM pg_advisory_xact_lock(hashtext('scheduler:index-outbox-relay'));
+
+-- name: OutboxRelayFence
+-- Whether this relay's process still holds the coordinator lease ($1) as owner $2 at epoch $3.
+-- Its own statement, after OutboxRelayLock: a statement's snapshot is taken when it starts, and
+-- one taken before the wait for the lock could miss a takeover committed meanwhile.
+SELECT 1 AS held FROM leases
+WHERE name = $1 AND owner = $2 AND epoch = $3 AND lease_until > clock_timestamp();
+
 -- name: OutboxTake
--- The oldest $1 rows, locked for this transaction; other relays skip them.
+-- The oldest $1 rows, in id order. Passes are serialized (OutboxRelayLock), so nothing is
+-- skipped: a relay that skipped rows another one held could apply a newer row for a job
+-- before an older one, and the older would win.
 SELECT id, job_id, due_at FROM index_outbox
 ORDER BY id
-LIMIT $1
-FOR UPDATE SKIP LOCKED;
+LIMIT $1;
 
 -- name: OutboxDelete
 DELETE FROM index_outbox WHERE id = ANY($1::bigint[]);
@@ -57,6 +71,18 @@ ORDER BY due_at, id
 LIMIT $5;
 
 -- Capture of index changes into the outbox (migration 004), switched by the dispatch leader.
+
+-- name: IndexCaptureLockTimeout
+-- Turning capture on waits at most this long for job writers in flight (and holds new ones up
+-- meanwhile); past it the switch fails and the keeper tries again on its next pass.
+SELECT set_config('lock_timeout', '1000ms', true) AS lock_timeout;
+
+-- name: IndexCaptureLockWriters
+-- Turning capture on, in the switch's transaction, before IndexCaptureSet: SHARE conflicts
+-- with the ROW EXCLUSIVE lock every INSERT and UPDATE of jobs holds to the end of its
+-- transaction, so this waits for every job writer in flight and holds new ones until the
+-- switch commits (src/index/capture.ts says why that closes the gap).
+LOCK TABLE jobs IN SHARE MODE;
 
 -- name: IndexCaptureSet
 -- Returns a row only when the setting changed.

@@ -146,7 +146,7 @@ export class Dispatcher extends PeriodicLoop<number> {
 
   async end(): Promise<void> {
     await this.stop();
-    await this.o.index?.lead(false);
+    await this.o.index?.lead(undefined);
     await this.reaper.stop();
     await this.shards.stop();
     await this.elector.stop();
@@ -317,7 +317,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     this.o.onLeadership?.(hold !== undefined);
     const keeper = this.o.index;
     const done = keeper
-      ? keeper.lead(hold !== undefined)
+      ? keeper.lead(hold)
       : hold
         ? setIndexCapture(this.o.db, false).then((changed) => {
             if (changed) this.o.log.info("index capture off: no Redis due index is configured for this dispatcher");

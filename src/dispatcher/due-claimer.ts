@@ -33,8 +33,8 @@ export interface DueClaimerOptions {
 /**
  * Finds due jobs of the dispatcher's shards and claims the planner's choice among them. With
  * a usable Redis index the candidates come from it and are claimed by id, every condition
- * checked again in SQL; a SQL reconciliation pass runs at least every reconcile interval for
- * due jobs the index missed. Without one (none configured, Redis down, not yet rebuilt),
+ * checked again in SQL; a SQL reconciliation pass runs every reconcile interval, ahead of
+ * the index's candidates, for due jobs the index missed. Without one (none configured, Redis down, not yet rebuilt),
  * discovery is a bounded SQL sample.
  */
 export class DueClaimer {
@@ -63,20 +63,25 @@ export class DueClaimer {
   private async discoverAndClaim(p: ClaimParams, into: JobRow[]): Promise<void> {
     const keeper = this.o.index;
     const shards = shardsOf(p.fence);
-    const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR), this.o.prestageMs, shards.list) : null;
-    if (!keeper || fromIndex === null) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into);
-    const start = into.length;
-    await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.o.prestageMs, shards), into);
-    const got = into.length - start;
-    await keeper.settle(fromIndex, into.slice(start));
-    if (got < p.limit && p.minPriority === undefined && keeper.reconcileNow()) {
-      // The safety net behind the index claims oldest first, without the planner: these
-      // jobs are already late.
-      const missed = await claimDue(this.o.db, { ...p, limit: p.limit - got, lateMs: RECONCILE_LATE_MS });
+    if (!keeper?.usable) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into);
+    // The safety net behind the index runs on its own clock, first: an index whose candidates
+    // fill every pass must not keep a job it missed waiting (reconcileBoundMs). It claims
+    // oldest first, without the planner: these jobs are already late.
+    let reconciled = 0;
+    if (p.minPriority === undefined && keeper.reconcileNow()) {
+      const missed = await claimDue(this.o.db, { ...p, lateMs: RECONCILE_LATE_MS });
       into.push(...missed);
+      reconciled = missed.length;
       await this.o.afterClaim?.(missed);
       keeper.noteReconciled(missed);
+      if (reconciled >= p.limit) return;
     }
+    const rest = { ...p, limit: p.limit - reconciled };
+    const fromIndex = await keeper.candidates(Math.min(DUE_LIST_MAX, rest.limit * CANDIDATE_FACTOR), this.o.prestageMs, shards.list);
+    if (fromIndex === null) return this.claimPlanned(rest, await this.sqlCandidates(rest.limit, p.fence), into);
+    const start = into.length;
+    await this.claimPlanned(rest, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.o.prestageMs, shards), into);
+    await keeper.settle(fromIndex, into.slice(start));
   }
 
   /**

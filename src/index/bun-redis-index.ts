@@ -13,9 +13,12 @@
  * its own timeout (a server that accepts and never answers).
  */
 import { RedisClient } from "bun";
-import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex } from "./due-index.ts";
+import { checkChanges, checkDueListParams, checkEntries, checkJobId, type DueChange, type DueEntry, type DueIndex } from "./due-index.ts";
 import { withTimeout } from "../time/with-timeout.ts";
 import {
+  changeBatches,
+  COMPARE_AND_SET_SCRIPT,
+  compareAndSetArgs,
   intReply,
   mergeDue,
   parseWithScores,
@@ -74,6 +77,14 @@ export class BunRedisDueIndex implements DueIndex {
     const batches = removeBatches(this.layout, p.jobIds);
     if (batches.length === 0) return;
     await this.run(batches.map((b) => ["ZREM", [b.key, ...b.items]]));
+  }
+
+  async entriesCompareAndSet(p: { changes: DueChange[] }): Promise<number> {
+    checkChanges(p.changes);
+    const batches = changeBatches(this.layout, p.changes);
+    if (batches.length === 0) return 0;
+    const replies = await this.run(batches.map((b) => ["EVAL", [COMPARE_AND_SET_SCRIPT, "1", b.key, ...compareAndSetArgs(b.items)]]));
+    return replies.reduce<number>((sum, r) => sum + intReply(r, "EVAL compare-and-set"), 0);
   }
 
   async dueList(p: { dueBy: number; limit: number; shards?: readonly number[] }): Promise<DueEntry[]> {

@@ -15,6 +15,16 @@ export interface DueEntry {
   dueMs: number;
 }
 
+/**
+ * A change made only while the job's entry still has the score `ifDueMs` (the due time it was
+ * read with): moved to `dueMs`, or removed when dueMs is null.
+ */
+export interface DueChange {
+  jobId: string;
+  ifDueMs: number;
+  dueMs: number | null;
+}
+
 export type DueIndexKind = "sql" | "redis" | "upstash";
 
 /** The largest batch dueList hands out: every batch is bounded. */
@@ -30,6 +40,13 @@ export interface DueIndex {
   entriesUpsert(p: { entries: DueEntry[] }): Promise<void>;
   /** Removes entries by job id; unknown ids are ignored. The SQL index ignores this. */
   entriesRemove(p: { jobIds: string[] }): Promise<void>;
+  /**
+   * Compare and set, each entry atomically: applies a change only while the job's entry still
+   * has the score the change names (ifDueMs); an entry that is missing or moved meanwhile (the
+   * relay wrote a newer state) is left alone. A job named twice keeps its last change. Returns
+   * how many entries changed. The SQL index ignores this (and returns 0).
+   */
+  entriesCompareAndSet(p: { changes: DueChange[] }): Promise<number>;
   /**
    * Up to `limit` (1..DUE_LIST_MAX) entries with dueMs <= dueBy, earliest first (ties by job
    * id), across all shards.
@@ -69,6 +86,16 @@ export function checkEntries(entries: DueEntry[]): void {
     checkJobId(e.jobId);
     if (!Number.isSafeInteger(e.dueMs)) {
       throw new Error(`due index: dueMs of job ${e.jobId} must be an integer of epoch ms, got ${String(e.dueMs)}`);
+    }
+  }
+}
+
+/** Checks conditional changes before they are sent; throws a clear Error on a bad one. */
+export function checkChanges(changes: DueChange[]): void {
+  for (const c of changes) {
+    checkJobId(c.jobId);
+    for (const [what, v] of [["ifDueMs", c.ifDueMs], ["dueMs", c.dueMs ?? 0]] as const) {
+      if (!Number.isSafeInteger(v)) throw new Error(`due index: ${what} of job ${c.jobId} must be an integer of epoch ms, got ${String(v)}`);
     }
   }
 }

@@ -16,11 +16,12 @@
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import type { Db } from "../store/db.ts";
+import type { LeaseHold } from "../store/leases.ts";
 import { sql } from "../store/sql.ts";
 import type { JobRow } from "../store/types.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { indexCaptureEnabled, setIndexCapture } from "./capture.ts";
-import { type DueEntry, type DueIndex } from "./due-index.ts";
+import { type DueChange, type DueEntry, type DueIndex } from "./due-index.ts";
 import { withTimeout } from "../time/with-timeout.ts";
 import { OutboxRelay } from "./outbox-relay.ts";
 import { WindowLoader } from "./window-loader.ts";
@@ -30,7 +31,10 @@ export interface IndexKeeperOptions {
   db: Db;
   index: DueIndex;
   windowMs: number;
-  /** The SQL reconciliation pass runs at least this often while the index is used. */
+  /**
+   * The SQL reconciliation pass runs this often while the index is used, whether or not the
+   * index's candidates fill the pass (see reconcileBoundMs).
+   */
   reconcileMs: number;
   log: Logger;
   metrics: Metrics;
@@ -44,10 +48,26 @@ export interface IndexKeeperOptions {
   onDue?: (atMs: number) => void;
   /** The database's clock, which the index's scores are on (absent: the process clock). */
   clock?: DbClock;
+  /** Test seam: runs in settle() between its SQL read and its index write, to force races there. */
+  beforeSettleWrite?: () => Promise<void>;
 }
 
 /** A job must be this late before reconciliation claims it: the index had time to hand it out. */
 export const RECONCILE_LATE_MS = 500;
+
+/**
+ * The bound on how late a due job that the index misses (a lost write, a stale score) is
+ * claimed: it is RECONCILE_LATE_MS late, then waits at most one reconcile interval for the
+ * next reconciliation, which runs at the start of the first claim after its deadline
+ * whatever the index holds, and claims the oldest late jobs first; plus that one dispatcher
+ * pass. This holds while fewer than a pass's limit of the dispatcher's jobs are later than
+ * the missed one; beyond that the dispatcher is behind anyway and the missed job is claimed
+ * among the others in due order. A dispatcher that claims nothing (its queue target full,
+ * quotas) holds back every job alike.
+ */
+export function reconcileBoundMs(reconcileMs: number): number {
+  return RECONCILE_LATE_MS + reconcileMs;
+}
 
 const TIMED_OUT: unique symbol = Symbol("timed out");
 
@@ -55,6 +75,8 @@ export class IndexKeeper extends PeriodicLoop<void> {
   readonly relay: OutboxRelay;
   readonly loader: WindowLoader;
   private leading = false;
+  /** The coordinator lease this process holds while it leads: the relay works under it. */
+  private hold: LeaseHold | undefined;
   /** A shard holder that is not the coordinator: it reads the index the coordinator keeps. */
   private reading = false;
   /** Redis answered the last call and the index was built since it last failed. */
@@ -76,6 +98,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
     const now = () => this.clock.now();
     this.relay = new OutboxRelay({
       db: o.db, index: o.index, batch, windowMs: o.windowMs, log: o.log, now,
+      fence: () => this.hold,
       onUpserted: (at) => o.onDue?.(at),
     });
     this.loader = new WindowLoader({
@@ -83,6 +106,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
       onRebuild: () => o.metrics.indexRebuilds.inc(),
     });
     o.metrics.indexFallback.set(1);
+    o.metrics.indexReconcileBound.set(reconcileBoundMs(o.reconcileMs) / 1000);
   }
 
   get kind(): string {
@@ -113,8 +137,10 @@ export class IndexKeeper extends PeriodicLoop<void> {
     }
   }
 
-  /** Called by the dispatcher when it gains or loses the dispatch lease. */
-  async lead(leading: boolean): Promise<void> {
+  /** Called by the dispatcher when it gains (the hold) or loses (undefined) the coordinator lease. */
+  async lead(hold: LeaseHold | undefined): Promise<void> {
+    const leading = hold !== undefined;
+    this.hold = hold;
     if (leading === this.leading) return;
     this.leading = leading;
     if (leading) {
@@ -134,6 +160,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
   /** Stops the loops and closes the index's connections. */
   async close(): Promise<void> {
     this.leading = false;
+    this.hold = undefined;
     await this.stop();
     await this.relay.stop();
     await this.o.index.close();
@@ -148,8 +175,13 @@ export class IndexKeeper extends PeriodicLoop<void> {
     if (!this.leading) return this.checkKept();
     try {
       // Before any load: a change committed after this is captured, one committed before it
-      // is in the rows the load reads.
-      if (await setIndexCapture(this.o.db, true)) this.o.log.info("index capture on: job changes are relayed to the Redis due index");
+      // is in the rows the load reads. Capture was off until now (first lead, or a SQL-only
+      // leader turned it off meanwhile): changes made while it was off are only in the table,
+      // so the index is rebuilt after the switch, whatever the marker says.
+      if (await setIndexCapture(this.o.db, true)) {
+        this.o.log.info("index capture on: job changes are relayed to the Redis due index");
+        this.loader.forceRebuild();
+      }
       this.relay.start();
       await this.loader.runOnce();
       if (!this.up) {
@@ -200,15 +232,20 @@ export class IndexKeeper extends PeriodicLoop<void> {
   /**
    * After a claim of candidates: claimed entries leave the index; of the others, those SQL
    * says are not (or no longer) scheduled are stale and dropped, and those scheduled at
-   * another instant are moved. Best effort: a failure here only leaves entries that the next
-   * validation drops again.
+   * another instant are moved. Every change is conditional on the score the entry was listed
+   * with: between the SQL read here and the write, the relay may have written a newer state
+   * (a claimed job failed and was retried, a job was rescheduled), and that entry must stay.
+   * Best effort: a failure here only leaves entries that the next validation drops again.
    */
   async settle(candidates: DueEntry[], claimed: JobRow[]): Promise<void> {
     if (candidates.length === 0) return;
     const taken = new Set(claimed.map((c) => c.id));
-    const rest = candidates.filter((c) => !taken.has(c.jobId));
-    const remove = [...taken];
-    const move: DueEntry[] = [];
+    const changes: DueChange[] = [];
+    const rest: DueEntry[] = [];
+    for (const c of candidates) {
+      if (taken.has(c.jobId)) changes.push({ jobId: c.jobId, ifDueMs: c.dueMs, dueMs: null });
+      else rest.push(c);
+    }
     if (rest.length > 0) {
       const rows = await this.o.db.query<{ id: string; status: string; due_at: Date }>(sql("IndexValidate"), [rest.map((c) => c.jobId)]);
       const byId = new Map(rows.map((r) => [r.id, r]));
@@ -217,26 +254,29 @@ export class IndexKeeper extends PeriodicLoop<void> {
         const row = byId.get(c.jobId);
         const due = row?.due_at.getTime();
         if (!row || row.status !== "scheduled" || due === undefined || !Number.isFinite(due) || due >= windowEnd) {
-          remove.push(c.jobId);
+          changes.push({ jobId: c.jobId, ifDueMs: c.dueMs, dueMs: null });
           this.o.metrics.indexStale.inc();
           this.o.log.debug({ job_id: c.jobId, status: row?.status ?? null }, "stale due-index entry dropped");
         } else if (due !== c.dueMs) {
-          move.push({ jobId: c.jobId, dueMs: due });
+          changes.push({ jobId: c.jobId, ifDueMs: c.dueMs, dueMs: due });
           this.o.metrics.indexStale.inc();
         }
         // Otherwise still due as listed: locked by another claim, or due by our clock and
         // not yet by the database's. It stays.
       }
     }
+    await this.o.beforeSettleWrite?.();
     try {
-      if (remove.length > 0) await this.timed(() => this.o.index.entriesRemove({ jobIds: remove }));
-      if (move.length > 0) await this.timed(() => this.o.index.entriesUpsert({ entries: move }));
+      if (changes.length > 0) await this.timed(() => this.o.index.entriesCompareAndSet({ changes }));
     } catch (err) {
       this.markDown("settle", err);
     }
   }
 
-  /** Whether the dispatcher should run the SQL reconciliation pass now (and note that it did). */
+  /**
+   * Whether the dispatcher should run the SQL reconciliation pass now (and note that it did):
+   * once every reconcile interval, asked at the start of every claim from the index.
+   */
   reconcileNow(): boolean {
     const now = Date.now();
     if (now - this.lastReconcile < this.o.reconcileMs) return false;
@@ -249,6 +289,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
     if (jobs.length === 0) return;
     this.o.metrics.indexReconciled.inc(jobs.length);
     for (const j of jobs) {
+      this.o.metrics.indexReconcileLate.observe(Math.max(0, ((j.queued_at ?? new Date()).getTime() - j.due_at.getTime()) / 1000));
       this.o.log.warn({ job_id: j.id, due_at: j.due_at.toISOString() }, "due job was missing from the Redis index; claimed by SQL reconciliation");
     }
   }

@@ -1,13 +1,21 @@
 /**
  * The outbox relay: applies index_outbox rows (written in the jobs' own transactions) to the
- * due index, at least once.
+ * due index, at least once, in id order, under the coordinator's fence.
  *
- * One pass, in one transaction: take the oldest `batch` rows (FOR UPDATE SKIP LOCKED, so
- * several relays share the work without applying a row twice at the same time), apply them
- * to the index, and delete them only after the index write succeeded. When the write fails
- * the transaction rolls back, the rows stay, and PeriodicLoop retries with backoff. A crash
- * after the write and before the commit repeats the write next time: harmless, ZADD and ZREM
- * are idempotent.
+ * One pass, in one transaction: take the relay lock (one pass at a time, whoever runs it),
+ * check that this process still holds the coordinator lease at its epoch (if not, apply
+ * nothing), take the oldest `batch` rows, apply them to the index, and delete them only after
+ * the index write succeeded. When the write fails the transaction rolls back, the rows stay,
+ * and PeriodicLoop retries with backoff. A crash after the write and before the commit
+ * repeats the write next time: harmless, ZADD and ZREM are idempotent, and nothing newer for
+ * those jobs can have been applied in between (the next pass starts from the same rows).
+ *
+ * Why id order is the right order: two writes of one job serialize on the job's row lock, and
+ * the trigger appends its row after the job's UPDATE, so the later write has the higher id and
+ * commits later. A relay that applies rows in id order, one pass at a time, therefore never
+ * lets an older state of a job overwrite a newer one. An old coordinator that has not yet
+ * noticed a takeover either runs its pass before the new one's (the lock) or finds the lease
+ * moved and applies nothing.
  *
  * Several rows for one job in a batch coalesce: the last (highest id) wins, as it was
  * written last. The index holds only a bounded window: an upsert due at or after
@@ -16,6 +24,7 @@
  */
 import type { Logger } from "../obs/log.ts";
 import type { Db, Queryable } from "../store/db.ts";
+import type { LeaseHold } from "../store/leases.ts";
 import { sql } from "../store/sql.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import type { DueEntry, DueIndex } from "./due-index.ts";
@@ -28,6 +37,8 @@ export interface OutboxRelayOptions {
   /** The index's future window: upserts due at or after now + windowMs are left to the window loader. */
   windowMs: number;
   log: Logger;
+  /** The coordinator lease this relay works under (undefined: this process does not hold it). */
+  fence: () => Pick<LeaseHold, "name" | "owner" | "epoch"> | undefined;
   /** Pause after a pass that did not fill its batch; default 100 ms. */
   intervalMs?: number;
   /** Called after every pass with the outbox lag (seconds since the oldest pending row was written). */
@@ -35,11 +46,15 @@ export interface OutboxRelayOptions {
   /** Called after entries were added, with the earliest due instant among them (epoch ms). */
   onUpserted?: (earliestDueMs: number) => void;
   now?: () => number;
+  /** Test seam: runs after a pass took its rows and before it writes them to the index. */
+  beforeApply?: (rows: number) => Promise<void>;
 }
 
 export interface RelayResult {
   /** Rows taken and deleted (before coalescing). */
   applied: number;
+  /** This process does not hold the coordinator lease (any more): the pass applied nothing. */
+  fenced: boolean;
   /** Age in seconds of the oldest row pending when the pass started; 0 when there was none. */
   lagSeconds: number;
 }
@@ -60,16 +75,27 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
   }
 
   async runOnce(): Promise<RelayResult> {
-    const result = await this.o.db.tx(async (q) => {
+    const fence = this.o.fence();
+    if (!fence) return { applied: 0, fenced: true, lagSeconds: 0 };
+    const result = await this.o.db.tx(async (q): Promise<RelayResult> => {
+      await q.query(sql("OutboxRelayLock"));
+      if ((await q.query(sql("OutboxRelayFence"), [fence.name, fence.owner, fence.epoch])).length === 0) {
+        return { applied: 0, fenced: true, lagSeconds: 0 };
+      }
       const lagSeconds = await outboxLag(q);
       const rows = await q.query<OutboxRow>(sql("OutboxTake"), [this.o.batch]);
-      if (rows.length === 0) return { applied: 0, lagSeconds };
+      if (rows.length === 0) return { applied: 0, fenced: false, lagSeconds };
+      await this.o.beforeApply?.(rows.length);
       await this.apply(rows);
       // Only now, after the index write succeeded; a throw above rolls the take back.
       await q.query(sql("OutboxDelete"), [rows.map((r) => String(r.id))]);
-      return { applied: rows.length, lagSeconds };
+      return { applied: rows.length, fenced: false, lagSeconds };
     });
-    this.o.onLag?.(result.lagSeconds);
+    if (result.fenced) {
+      this.o.log.debug({ lease: fence.name, epoch: fence.epoch }, "outbox relay: the coordinator lease moved on; this relay applies nothing");
+    } else {
+      this.o.onLag?.(result.lagSeconds);
+    }
     return result;
   }
 

@@ -8,7 +8,7 @@
  * without a rebuild: entries already in Redis would be looked for in the wrong set.
  * Every command names one key (no multi-key DEL), so the layout also works on a cluster.
  */
-import { compareDue, type DueEntry } from "./due-index.ts";
+import { compareDue, type DueChange, type DueEntry } from "./due-index.ts";
 import { shardOfJob } from "../store/shards.ts";
 
 export interface RedisLayoutOptions {
@@ -83,6 +83,12 @@ export function upsertBatches(layout: RedisLayout, entries: DueEntry[]): ShardBa
   return batchByShard(layout, [...last.values()], (e) => e.jobId);
 }
 
+export function changeBatches(layout: RedisLayout, changes: DueChange[]): ShardBatch<DueChange>[] {
+  const last = new Map<string, DueChange>();
+  for (const c of changes) last.set(c.jobId, c);
+  return batchByShard(layout, [...last.values()], (c) => c.jobId);
+}
+
 export function removeBatches(layout: RedisLayout, jobIds: string[]): ShardBatch<string>[] {
   return batchByShard(layout, [...new Set(jobIds)], (id) => id);
 }
@@ -108,6 +114,31 @@ function batchByShard<T>(layout: RedisLayout, items: T[], idOf: (t: T) => string
 export function zaddArgs(entries: DueEntry[]): string[] {
   const args: string[] = [];
   for (const e of entries) args.push(String(e.dueMs), e.jobId);
+  return args;
+}
+
+/**
+ * Compare and set on one shard's sorted set (KEYS[1]), for triples in ARGV: member, the score
+ * it must still have, its new score ("" removes it). Atomic per call (a script runs alone),
+ * so a ZADD of a newer state cannot land between the compare and the write. The scores are
+ * epoch ms, integers far below 2^53: a double compares them exactly. Returns how many changed.
+ * Sent with EVAL by both clients (Bun's RedisClient and @upstash/redis); one key per call, so
+ * it also runs on a cluster.
+ */
+export const COMPARE_AND_SET_SCRIPT = `local n = 0
+for i = 1, #ARGV, 3 do
+  local s = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if s and tonumber(s) == tonumber(ARGV[i + 1]) then
+    if ARGV[i + 2] == '' then redis.call('ZREM', KEYS[1], ARGV[i]) else redis.call('ZADD', KEYS[1], ARGV[i + 2], ARGV[i]) end
+    n = n + 1
+  end
+end
+return n`;
+
+/** The script's ARGV: member, expected score, new score or "" … */
+export function compareAndSetArgs(changes: DueChange[]): string[] {
+  const args: string[] = [];
+  for (const c of changes) args.push(c.jobId, String(c.ifDueMs), c.dueMs === null ? "" : String(c.dueMs));
   return args;
 }
 

@@ -6,7 +6,7 @@
  */
 import type { Db } from "../store/db.ts";
 import { sql } from "../store/sql.ts";
-import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex } from "./due-index.ts";
+import { checkChanges, checkDueListParams, checkEntries, checkJobId, type DueChange, type DueEntry, type DueIndex } from "./due-index.ts";
 import { withTimeout } from "../time/with-timeout.ts";
 
 const q = sql;
@@ -37,6 +37,11 @@ export class SqlDueIndex implements DueIndex {
 
   async entriesRemove(p: { jobIds: string[] }): Promise<void> {
     p.jobIds.forEach(checkJobId);
+  }
+
+  async entriesCompareAndSet(p: { changes: DueChange[] }): Promise<number> {
+    checkChanges(p.changes);
+    return 0;
   }
 
   async dueList(p: { dueBy: number; limit: number }): Promise<DueEntry[]> {

@@ -15,9 +15,12 @@
  * fake result ("Aborted") instead of throwing.
  */
 import { Redis } from "@upstash/redis";
-import { checkDueListParams, checkEntries, checkJobId, type DueEntry, type DueIndex } from "./due-index.ts";
+import { checkChanges, checkDueListParams, checkEntries, checkJobId, type DueChange, type DueEntry, type DueIndex } from "./due-index.ts";
 import { withTimeout } from "../time/with-timeout.ts";
 import {
+  changeBatches,
+  COMPARE_AND_SET_SCRIPT,
+  compareAndSetArgs,
   intReply,
   mergeDue,
   parseWithScores,
@@ -98,6 +101,15 @@ export class UpstashDueIndex implements DueIndex {
     });
   }
 
+  async entriesCompareAndSet(p: { changes: DueChange[] }): Promise<number> {
+    checkChanges(p.changes);
+    const batches = changeBatches(this.layout, p.changes);
+    const replies = await this.inRequests(batches, (pipe, b) => {
+      pipe.eval(COMPARE_AND_SET_SCRIPT, [b.key], compareAndSetArgs(b.items));
+    });
+    return replies.reduce<number>((sum, r) => sum + intReply(r, "EVAL compare-and-set"), 0);
+  }
+
   async dueList(p: { dueBy: number; limit: number; shards?: readonly number[] }): Promise<DueEntry[]> {
     checkDueListParams(p);
     const keys = this.layout.keysOf(p.shards);
@@ -174,8 +186,8 @@ export class UpstashDueIndex implements DueIndex {
    * Runs write batches as pipelines of at most MEMBERS_PER_REQUEST members (one request for
    * any ordinary call), the requests in parallel: each member is in one batch only.
    */
-  private async inRequests<T>(batches: { key: string; items: T[] }[], add: (pipe: ReturnType<Redis["pipeline"]>, b: { key: string; items: T[] }) => void) {
-    const requests: Promise<unknown>[] = [];
+  private async inRequests<T>(batches: { key: string; items: T[] }[], add: (pipe: ReturnType<Redis["pipeline"]>, b: { key: string; items: T[] }) => void): Promise<unknown[]> {
+    const requests: Promise<unknown[]>[] = [];
     let pipe: ReturnType<Redis["pipeline"]> | undefined;
     let members = 0;
     for (const b of batches) {
@@ -191,6 +203,7 @@ export class UpstashDueIndex implements DueIndex {
       members += b.items.length;
     }
     if (pipe) requests.push(pipe.exec());
-    await Promise.all(requests);
+    // Every command's reply, in the order the batches were given.
+    return (await Promise.all(requests)).flat();
   }
 }

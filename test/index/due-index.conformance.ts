@@ -190,6 +190,54 @@ export function runDueIndexSuite(name: string, caps: DueIndexSuiteCaps, make: ()
       expect(await h.index.size()).toBe(14);
     });
 
+    it("compare and set: removes or moves an entry only while it still has the score it was read with", skip.entryWrites, async (h) => {
+      const entries = Array.from({ length: 12 }, (_, i) => ({ jobId: jid(i), dueMs: T0 + i * 100 }));
+      await h.index.entriesUpsert({ entries });
+      // Read at these scores; then a newer state is written for jobs 1 and 4 (the relay's ZADD).
+      await h.index.entriesUpsert({ entries: [{ jobId: jid(1), dueMs: T0 + 5000 }, { jobId: jid(4), dueMs: T0 + 6000 }] });
+      const changed = await h.index.entriesCompareAndSet({
+        changes: [
+          { jobId: jid(0), ifDueMs: T0, dueMs: null }, // removed
+          { jobId: jid(1), ifDueMs: T0 + 100, dueMs: null }, // moved meanwhile: stays at its new score
+          { jobId: jid(3), ifDueMs: T0 + 300, dueMs: T0 + 9000 }, // moved
+          { jobId: jid(4), ifDueMs: T0 + 400, dueMs: T0 + 50 }, // moved meanwhile: not moved back
+          { jobId: jid(999), ifDueMs: T0, dueMs: null }, // unknown: nothing
+          { jobId: jid(998), ifDueMs: T0, dueMs: T0 }, // unknown: not added
+        ],
+      });
+      expect(changed).toBe(2);
+      const expected = entries
+        .filter((e) => e.jobId !== jid(0))
+        .map((e) => (e.jobId === jid(1) ? { ...e, dueMs: T0 + 5000 } : e.jobId === jid(3) ? { ...e, dueMs: T0 + 9000 } : e.jobId === jid(4) ? { ...e, dueMs: T0 + 6000 } : e));
+      expect(await h.index.dueList({ dueBy: FAR, limit: 100 })).toEqual(sorted(expected));
+      // Again with the same expectations: nothing matches any more.
+      expect(await h.index.entriesCompareAndSet({ changes: [{ jobId: jid(0), ifDueMs: T0, dueMs: null }, { jobId: jid(3), ifDueMs: T0 + 300, dueMs: T0 }] })).toBe(0);
+      expect(await h.index.size()).toBe(11);
+    });
+
+    it("compare and set: many changes across shards, a job named twice keeps its last change; bad changes throw", skip.entryWrites, async (h) => {
+      const n = 2500;
+      const entries = Array.from({ length: n }, (_, i) => ({ jobId: jid(i), dueMs: T0 + i }));
+      await h.index.entriesUpsert({ entries });
+      // Even ones removed, odd ones moved 1 s later; job 1 first removed, then moved (last wins).
+      const changes = entries.map((e, i) => ({ jobId: e.jobId, ifDueMs: e.dueMs, dueMs: i % 2 === 0 ? null : e.dueMs + 1000 }));
+      changes.unshift({ jobId: jid(1), ifDueMs: T0 + 1, dueMs: null });
+      expect(await h.index.entriesCompareAndSet({ changes })).toBe(n);
+      expect(await h.index.size()).toBe(n / 2);
+      expect((await h.index.dueList({ dueBy: FAR, limit: 1 }))[0]).toEqual({ jobId: jid(1), dueMs: T0 + 1001 });
+      expect(await h.index.entriesCompareAndSet({ changes: [] })).toBe(0);
+      await expect(h.index.entriesCompareAndSet({ changes: [{ jobId: "", ifDueMs: T0, dueMs: null }] })).rejects.toThrow(/job id/);
+      await expect(h.index.entriesCompareAndSet({ changes: [{ jobId: jid(1), ifDueMs: T0 + 0.5, dueMs: null }] })).rejects.toThrow(/ifDueMs/);
+      await expect(h.index.entriesCompareAndSet({ changes: [{ jobId: jid(1), ifDueMs: T0, dueMs: Number.NaN }] })).rejects.toThrow(/dueMs/);
+      expect(await h.index.size()).toBe(n / 2);
+    });
+
+    it("compare and set on the SQL index changes nothing (the table is the truth)", table ? undefined : "only the SQL index ignores entry writes", async (h) => {
+      await put(h, [{ jobId: jid(1), dueMs: T0 }]);
+      expect(await h.index.entriesCompareAndSet({ changes: [{ jobId: jid(1), ifDueMs: T0, dueMs: null }] })).toBe(0);
+      expect(await h.index.dueList({ dueBy: FAR, limit: 10 })).toEqual([{ jobId: jid(1), dueMs: T0 }]);
+    });
+
     it("earliestDue follows the earliest entry", undefined, async (h) => {
       expect(await h.index.earliestDue()).toBeNull();
       await put(h, [

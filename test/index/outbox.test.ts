@@ -9,6 +9,7 @@ import { appendOutbox } from "../../src/index/outbox.ts";
 import { OutboxRelay } from "../../src/index/outbox-relay.ts";
 import { WindowLoader } from "../../src/index/window-loader.ts";
 import { silentLogger } from "../../src/obs/log.ts";
+import { acquireLease, type LeaseHold } from "../../src/store/leases.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob } from "../helpers/jobs.ts";
 import { closedPort, redisScratch, type RedisScratch, testRedisUrl } from "../helpers/redis.ts";
@@ -20,9 +21,12 @@ for (const driver of DRIVERS) {
     let t: TestDb;
     let s: RedisScratch;
     let index: BunRedisDueIndex;
+    /** The coordinator lease the relays of these tests work under. */
+    let hold: LeaseHold;
 
     beforeEach(async () => {
       t = await freshDb(driver);
+      hold = (await acquireLease(t.db, { name: "dispatch", owner: "relay-test", ttlMs: 600_000, skewMs: 0 }))!;
       s = await redisScratch("outbox");
       index = new BunRedisDueIndex({ url: testRedisUrl(), prefix: s.prefix, shards: 4 });
     });
@@ -33,7 +37,7 @@ for (const driver of DRIVERS) {
     });
 
     const relay = (over: Partial<ConstructorParameters<typeof OutboxRelay>[0]> = {}) =>
-      new OutboxRelay({ db: t.db, index, batch: 100, windowMs: 60_000, log: silentLogger, ...over });
+      new OutboxRelay({ db: t.db, index, batch: 100, windowMs: 60_000, log: silentLogger, fence: () => hold, ...over });
     const all = () => index.dueList({ dueBy: FAR, limit: 1000 });
     const outboxCount = async () => Number((await t.db.query<{ n: string }>("SELECT count(*) AS n FROM index_outbox"))[0]!.n);
     const byId = (es: DueEntry[]) => Object.fromEntries(es.map((e) => [e.jobId, e.dueMs]));
@@ -118,6 +122,26 @@ for (const driver of DRIVERS) {
       expect((await relay().runOnce()).applied).toBe(2);
       expect(await all()).toEqual([{ jobId: a, dueMs: now }]);
       expect(await outboxCount()).toBe(0);
+    });
+
+    test("fenced: a relay whose process does not hold the coordinator lease at its epoch applies nothing; the rows wait for the holder", async () => {
+      const a = crypto.randomUUID();
+      const now = Date.now();
+      await appendOutbox(t.db, [{ jobId: a, dueAt: new Date(now) }]);
+      // Not leading at all: no transaction, nothing applied.
+      expect(await relay({ fence: () => undefined }).runOnce()).toEqual({ applied: 0, fenced: true, lagSeconds: 0 });
+      // A hold from before a takeover: the lease row names another owner at a higher epoch.
+      await t.db.query("UPDATE leases SET lease_until = now() - interval '1 hour' WHERE name = 'dispatch'");
+      const next = (await acquireLease(t.db, { name: "dispatch", owner: "relay-test-2", ttlMs: 600_000, skewMs: 0 }))!;
+      expect(next.epoch).toBe(hold.epoch + 1);
+      expect(await relay().runOnce()).toEqual({ applied: 0, fenced: true, lagSeconds: 0 });
+      // The same owner with the old epoch is fenced too.
+      expect((await relay({ fence: () => ({ ...next, epoch: hold.epoch }) }).runOnce()).fenced).toBe(true);
+      expect(await index.size()).toBe(0);
+      expect(await outboxCount()).toBe(1);
+      const r = await relay({ fence: () => next }).runOnce();
+      expect([r.applied, r.fenced]).toEqual([1, false]);
+      expect(await all()).toEqual([{ jobId: a, dueMs: now }]);
     });
 
     test("lag: an old pending row is reported (> 0 s), an empty outbox reports 0", async () => {
