@@ -27,7 +27,10 @@ WITH lease AS (
 )
 UPDATE jobs j SET
   status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
-  epoch = $5, queued_at = now(), lease_owner = $7::text,
+  -- Never below the token the job already carries (an earlier claim's, kept through
+  -- retries, reschedules and replays): a target keeping the highest token per job never
+  -- refuses a legitimate call, whichever holder of whichever shard claims it next.
+  epoch = greatest(j.epoch, $5::bigint), queued_at = now(), lease_owner = $7::text,
   lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
   lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now()
 FROM due WHERE j.id = due.id
@@ -58,7 +61,10 @@ WITH lease AS (
 )
 UPDATE jobs j SET
   status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
-  epoch = $5, queued_at = now(), lease_owner = $7::text,
+  -- Never below the token the job already carries (an earlier claim's, kept through
+  -- retries, reschedules and replays): a target keeping the highest token per job never
+  -- refuses a legitimate call, whichever holder of whichever shard claims it next.
+  epoch = greatest(j.epoch, $5::bigint), queued_at = now(), lease_owner = $7::text,
   lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
   lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now()
 FROM due WHERE j.id = due.id

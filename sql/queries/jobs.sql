@@ -74,9 +74,10 @@ SELECT pg_notify('scheduler_cancel', $1::text);
 
 -- name: RescheduleJob
 -- Back to scheduled at the new instant; the version bump makes any dispatch in flight stale.
+-- The epoch (fencing token) stays: the next claim stamps no lower (ClaimDue).
 UPDATE jobs SET
   due_at = $3, scheduled_for = $3, status = 'scheduled', version = version + 1,
-  lease_owner = NULL, lease_until = NULL, epoch = NULL, updated_at = now()
+  lease_owner = NULL, lease_until = NULL, updated_at = now()
 WHERE id = $1::uuid AND ($2::text IS NULL OR tenant = $2)
   AND status IN ('scheduled', 'queued')
   AND ($4::int IS NULL OR version = $4)
