@@ -8,10 +8,12 @@ ON CONFLICT (id) DO NOTHING;
 
 -- name: AuthorityGet
 -- leader: the coordinator (lease 'dispatch'); leader_term: the highest epoch of a shard held
--- now, the fencing term claims are stamped with (the coordinator's own when no shard is held).
+-- now, the fencing term claims are stamped with (the coordinator's own while it holds its
+-- lease and no shard is held; 0 when nobody holds anything: epochs are never reset).
 SELECT a.home_region, a.generation, a.holder, a.lease_until, a.changed_at, now() AS db_now,
   l.owner AS leader,
-  coalesce((SELECT max(s.epoch) FROM leases s WHERE s.name LIKE 'dispatch:%' AND s.owner IS NOT NULL AND s.lease_until > now()), l.epoch) AS leader_term,
+  coalesce((SELECT max(s.epoch) FROM leases s WHERE s.name LIKE 'dispatch:%' AND s.owner IS NOT NULL AND s.lease_until > now()),
+    CASE WHEN l.owner IS NOT NULL AND l.lease_until > now() THEN l.epoch END, 0) AS leader_term,
   l.lease_until AS leader_until
 FROM region_authority a LEFT JOIN leases l ON l.name = 'dispatch';
 
@@ -32,11 +34,13 @@ UPDATE region_authority SET home_region = $1, generation = generation + 1, holde
 RETURNING home_region, generation, lease_until;
 
 -- name: AuthorityResetDispatchLease
--- A new generation starts a new leader term: the old leader's and the old shard holders'
--- renewals fail at once, the next ones (in the new home) start at term 1, and the old home's
--- dispatchers no longer count as members (the new home's take every shard at once).
+-- A new generation frees every dispatch lease: the old leader's and the old shard holders'
+-- renewals fail at once, and the old home's dispatchers no longer count as members (the new
+-- home's take every shard at once). The epochs stay: the next holders' come from the
+-- never-reset dispatch_term sequence, above every term of this generation or an earlier one,
+-- so a process that keeps an epoch across a round trip (A → B → A) never outranks a fresh one.
 WITH members AS (DELETE FROM leases WHERE name LIKE 'dispatcher:%')
-UPDATE leases SET owner = NULL, epoch = 0, lease_until = '-infinity' WHERE name = 'dispatch' OR name LIKE 'dispatch:%';
+UPDATE leases SET owner = NULL, lease_until = '-infinity' WHERE name = 'dispatch' OR name LIKE 'dispatch:%';
 
 -- name: AuthorityRequeue
 -- Jobs queued by the old home's dispatcher carry its old token: back to scheduled, for the

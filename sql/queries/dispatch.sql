@@ -9,11 +9,13 @@ WITH lease AS (
   -- The shards ($2) this owner ($1) holds at these epochs ($3), each checked on its lease
   -- row. FOR SHARE: a handoff or a region failover (an UPDATE of either row) waits for this
   -- claim to commit, so the check holds until the end of the statement, not only at its
-  -- snapshot. $9/$10: this region must hold the authority, at this generation.
+  -- snapshot. $9/$10: this region must hold the authority, at this generation. The
+  -- authority row is locked first (rows are locked in the order of OF): a failover locks it,
+  -- then frees the lease rows; taking them the other way round deadlocked with it.
   SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)
   JOIN leases l ON l.name = 'dispatch:' || x.shard AND l.owner = $1 AND l.epoch = x.epoch AND l.lease_until > now()
   JOIN region_authority a ON a.home_region = $9 AND a.generation = $10
-  FOR SHARE OF l, a
+  FOR SHARE OF a, l
 ), due AS (
   -- A job is in shard slot × shards ($11) / 4096: contiguous ranges of its id's slot.
   SELECT id FROM jobs
@@ -27,7 +29,10 @@ WITH lease AS (
 )
 UPDATE jobs j SET
   status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
-  epoch = $5, queued_at = now(), lease_owner = $7::text,
+  -- Never below the token the job already carries (an earlier claim's, kept through
+  -- retries, reschedules and replays): a target keeping the highest token per job never
+  -- refuses a legitimate call, whichever holder of whichever shard claims it next.
+  epoch = greatest(j.epoch, $5::bigint), queued_at = now(), lease_owner = $7::text,
   lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
   lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now()
 FROM due WHERE j.id = due.id
@@ -41,7 +46,7 @@ WITH lease AS (
   SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)
   JOIN leases l ON l.name = 'dispatch:' || x.shard AND l.owner = $1 AND l.epoch = x.epoch AND l.lease_until > now()
   JOIN region_authority a ON a.home_region = $9 AND a.generation = $10
-  FOR SHARE OF l, a
+  FOR SHARE OF a, l
 ), due AS (
   -- Driven by the ids (a join on the primary key): a filter on id = ANY(...) let the
   -- planner walk the (status, due_at) range of a whole herd for every claim.
@@ -58,7 +63,10 @@ WITH lease AS (
 )
 UPDATE jobs j SET
   status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
-  epoch = $5, queued_at = now(), lease_owner = $7::text,
+  -- Never below the token the job already carries (an earlier claim's, kept through
+  -- retries, reschedules and replays): a target keeping the highest token per job never
+  -- refuses a legitimate call, whichever holder of whichever shard claims it next.
+  epoch = greatest(j.epoch, $5::bigint), queued_at = now(), lease_owner = $7::text,
   lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
   lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now()
 FROM due WHERE j.id = due.id

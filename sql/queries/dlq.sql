@@ -37,14 +37,15 @@ LIMIT $9;
 -- tries, a new version (so nothing stale from its old life can act on it), counted as a
 -- replay. Only rows still dead at the version the checks saw ($1 items) change. A replay is
 -- not a misfire-policy run: catchup off, start_by gone (the operator asked for it now).
--- dead_signature and dead_streak stay: the next death is compared with them.
+-- dead_signature and dead_streak stay: the next death is compared with them. So does the
+-- epoch (fencing token): the replay's calls carry no lower token than the job's earlier ones.
 UPDATE jobs j SET
   status = 'scheduled',
   due_at = coalesce($2::timestamptz, now()) + make_interval(secs => x.offset_ms / 1000),
   scheduled_for = coalesce($2::timestamptz, now()) + make_interval(secs => x.offset_ms / 1000),
   tries = 0, throttle_until = NULL, version = j.version + 1, replays = j.replays + 1,
   replay = true, catchup = false, start_by = NULL, cancel_requested = false,
-  lease_owner = NULL, lease_until = NULL, epoch = NULL, queued_at = NULL,
+  lease_owner = NULL, lease_until = NULL, queued_at = NULL,
   finished_at = NULL, dead_reason = NULL, updated_at = now()
 FROM unnest($1::uuid[], $3::int[], $4::float8[]) AS x(id, ver, offset_ms)
 WHERE j.id = x.id AND j.status = 'dead' AND j.version = x.ver

@@ -78,12 +78,13 @@ SELECT pg_notify('scheduler_cancel', $1::text);
 
 -- name: RescheduleJob
 -- Back to scheduled at the new instant ($3, or $5 ms after the database's now()); the
--- version bump makes any dispatch in flight stale.
+-- version bump makes any dispatch in flight stale. The epoch (fencing token) stays: the
+-- next claim stamps no lower (ClaimDue).
 UPDATE jobs SET
   due_at = coalesce($3::timestamptz, now() + make_interval(secs => $5::float8 / 1000)),
   scheduled_for = coalesce($3::timestamptz, now() + make_interval(secs => $5::float8 / 1000)),
   status = 'scheduled', version = version + 1,
-  lease_owner = NULL, lease_until = NULL, epoch = NULL, updated_at = now()
+  lease_owner = NULL, lease_until = NULL, updated_at = now()
 WHERE id = $1::uuid AND ($2::text IS NULL OR tenant = $2)
   AND status IN ('scheduled', 'queued')
   AND ($4::int IS NULL OR version = $4)

@@ -25,12 +25,13 @@ ORDER BY s.shard;
 
 -- name: ShardAcquire
 -- Takes the shards $2 that are still free (or expired beyond the skew margin $4 ms) for owner
--- $1. The new epoch is above every epoch any dispatch lease ever had, so a shard's fencing
--- token rises at every handoff and a new owner's tokens are above every old owner's. Only
--- while this region ($5) holds the region authority.
+-- $1. Each new epoch comes from the dispatch_term sequence (014_fencing_terms.sql): taken
+-- atomically, never reset, so it is above every epoch handed out before, in this generation
+-- or an earlier one, and no two acquisitions share one, however they interleave. A shard's
+-- fencing token rises at every handoff and a new owner's tokens are above every old owner's.
+-- Only while this region ($5) holds the region authority.
 INSERT INTO leases (name, owner, epoch, lease_until, acquired_at)
-SELECT 'dispatch:' || s, $1,
-  (SELECT coalesce(max(epoch), 0) + 1 FROM leases WHERE name LIKE 'dispatch%'),
+SELECT 'dispatch:' || s, $1, nextval('dispatch_term'),
   now() + make_interval(secs => $3::float8 / 1000), now()
 FROM unnest($2::int[]) AS s
 WHERE EXISTS (SELECT 1 FROM region_authority WHERE home_region = $5)
@@ -62,8 +63,8 @@ SELECT pg_notify('scheduler_shards', $1::text);
 -- name: LockShards
 -- Fencing for occurrence generation: the shards of $2/$3 this owner still holds, locked
 -- shared for the transaction (a handoff waits for it). $4/$5: this region holds the
--- authority at this generation.
+-- authority at this generation. The authority row first, as a failover locks it (ClaimDue).
 SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)
 JOIN leases l ON l.name = 'dispatch:' || x.shard AND l.owner = $1 AND l.epoch = x.epoch AND l.lease_until > now()
 JOIN region_authority a ON a.home_region = $4 AND a.generation = $5
-FOR SHARE OF l, a;
+FOR SHARE OF a, l;

@@ -95,8 +95,8 @@ export class Dispatcher extends PeriodicLoop<number> {
   readonly planner: DispatchPlanner;
   private readonly claimer: DueClaimer;
   private readonly uptake = new QueueUptake();
-  /** The highest shard epoch this dispatcher ever held: its fencing term. */
-  private highestEpoch = 0;
+  /** The highest shard epoch this dispatcher held in the current generation: its fencing term. */
+  private term = { generation: -1, epoch: 0 };
   private readonly prestageMs: number;
   private readonly clock: DbClock;
 
@@ -230,12 +230,16 @@ export class Dispatcher extends PeriodicLoop<number> {
   }
 
   private async claim(fence: ShardFence): Promise<{ claimed: number; full: boolean; capped: boolean }> {
-    // Every shard's epoch is above all epochs any dispatch lease had before it was taken, so
-    // the highest epoch this dispatcher ever held is above every token an earlier holder of
-    // any of its shards could stamp, and it never goes down (as the highest held now would,
-    // once a shard is given back): tokens rise in each shard and from each dispatcher.
-    this.highestEpoch = Math.max(this.highestEpoch, ...fence.shards.map((h) => h.epoch));
-    const token = fencingToken(fence.generation, this.highestEpoch);
+    // Every shard's epoch comes from one never-reset sequence, above all epochs handed out
+    // before it was taken, so the highest epoch this dispatcher held is above every token an
+    // earlier holder of any of its shards could stamp, and it does not go down (as the
+    // highest held now would, once a shard is given back): tokens rise in each shard and from
+    // each dispatcher. Only this generation's: an epoch kept across a failover means nothing
+    // in the next one. The claim itself never stamps a job below the token it already
+    // carries, whatever this says (ClaimDue).
+    if (this.term.generation !== fence.generation) this.term = { generation: fence.generation, epoch: 0 };
+    this.term.epoch = Math.max(this.term.epoch, ...fence.shards.map((h) => h.epoch));
+    const token = fencingToken(fence.generation, this.term.epoch);
     const local = this.o.localWorker;
     const rs = this.o.reservedSlots;
     const room = local ? local.takeSlots(this.o.batch) : 0;
