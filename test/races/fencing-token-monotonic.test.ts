@@ -45,7 +45,7 @@ async function callAndRetry(db: Db, fence: ShardFence, token: number, id: string
   const worker = `${fence.owner}-worker`;
   const [row] = await claimDue(db, { fence, limit: 10, token, ttlMs: TTL, worker });
   expect(row?.id).toBe(id);
-  const [att] = await startAttempts(db, worker, fence.region, [{ id, gen: row!.lease_generation, version: row!.version }]);
+  const [att] = await startAttempts(db, worker, fence.region, [{ id, gen: row!.lease_generation, version: row!.version }], { ttlMs: TTL, marginMs: 0 });
   expect(att).toBeDefined();
   const done = await completeAttempts(db, worker, [{
     job_id: id, gen: row!.lease_generation, attempt_id: att!.attempt_id, outcome: "transient", http_status: 500, error: "HTTP 500",
