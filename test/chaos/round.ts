@@ -128,16 +128,20 @@ async function restoreAll(cluster: ChaosCluster, say: (l: string) => void): Prom
   say("faults cleared: every process up, postgres and redis up, home region a");
 }
 
-/** Waits until no job due by tEnd is unfinished (a retry due later is finished enough), or settleMs. */
+/**
+ * Waits until every occurrence due by tEnd has been generated and no job due by tEnd is
+ * unfinished (a retry due later is finished enough), or settleMs.
+ */
 async function settle(cluster: ChaosCluster, tEnd: number, settleMs: number, say: (l: string) => void): Promise<void> {
   const end = Date.now() + settleMs;
   let left = -1;
   while (Date.now() < end) {
     try {
       const [r] = await cluster.db().unsafe<{ n: number }[]>(
-        `select count(*)::int as n from jobs where status not in ${TERMINAL_SQL}
+        `select (select count(*)::int from jobs where status not in ${TERMINAL_SQL}
            and coalesce(nominal_time, scheduled_for) <= to_timestamp($1::float8 / 1000)
-           and not (status = 'scheduled' and due_at > now() and due_at <> 'infinity')`,
+           and not (status = 'scheduled' and due_at > now() and due_at <> 'infinity'))
+         + (select count(*)::int from schedules where not paused and next_fire_at <= to_timestamp($1::float8 / 1000)) as n`,
         [tEnd],
       );
       left = r!.n;
@@ -147,7 +151,7 @@ async function settle(cluster: ChaosCluster, tEnd: number, settleMs: number, say
     }
     await Bun.sleep(500);
   }
-  say(left === 0 ? "settled: every job due before the end has finished" : `settle gave up after ${settleMs} ms: ${left} jobs due before the end unfinished`);
+  say(left === 0 ? "settled: every job due before the end has finished" : `settle gave up after ${settleMs} ms: ${left} jobs (or schedules' generation) due before the end unfinished`);
 }
 
 function statsOf(snap: Awaited<ReturnType<typeof snapshot>>, load: Load, target: ChaosTarget, cluster: ChaosCluster): RoundStats {
