@@ -45,6 +45,10 @@ export interface StartOptions {
   log?: Logger;
   /** Test seam, see WorkerOptions.beforeStart. */
   beforeStart?: (jobs: JobRow[]) => Promise<void>;
+  /** Test seam, see WorkerOptions.afterStartAttempts. */
+  afterStartAttempts?: (jobIds: string[]) => Promise<void>;
+  /** Test seam, see DispatcherOptions.afterClaim. */
+  afterClaim?: (jobs: JobRow[]) => Promise<void>;
   /** Aborts a start that is still waiting (for a standby database to be promoted). */
   signal?: AbortSignal;
 }
@@ -90,7 +94,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     rt.worker = new Worker({
       db, owner, region: config.region, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, asyncLeaseMs: config.asyncLeaseMs, pollIntervalMs: config.pollIntervalMs,
       shutdownGraceMs: config.shutdownGraceMs, signingKey: config.signingKey, allowPrivateTargets: config.allowPrivateTargets,
-      log, metrics, beforeStart: opts.beforeStart, hostLimits: config.hostLimits,
+      log, metrics, beforeStart: opts.beforeStart, afterStartAttempts: opts.afterStartAttempts, hostLimits: config.hostLimits,
       prestageMs: config.prestageMs, reservedSlots: config.reservedSlots,
     });
     await rt.worker.start();
@@ -113,6 +117,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       index: rt.index,
       authority: rt.authority,
       flow: config.flow,
+      afterClaim: opts.afterClaim,
       // A new leader renews the region authority at once, not a third of a TTL later.
       onLeadership: (leading) => {
         if (leading) rt.authority?.poke();

@@ -136,3 +136,37 @@ RETURNING j.id;
 -- name: NotifyDeferred
 -- Wakes the dispatchers for jobs handed back: the payload is the earliest new due instant, in epoch ms.
 SELECT pg_notify('scheduler_due', $1::text);
+
+-- name: LockUncalled
+-- Giving back jobs whose pre-call check (StartAttempts) failed or lost its reply, step 1 of 2
+-- in one transaction: lock the rows still under this owner ($1) and generation. A
+-- StartAttempts that is still committing (the client saw its connection drop, the server did
+-- not) holds these rows: waiting for it here lets step 2, whose snapshot is taken after,
+-- see the attempts it opened.
+SELECT j.id FROM unnest($2::uuid[], $3::int[]) AS x(id, gen) JOIN jobs j ON j.id = x.id
+WHERE j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
+FOR UPDATE OF j;
+
+-- name: ReleaseUncalled
+-- Step 2: none of these jobs was called under this lease, whatever StartAttempts did. An
+-- attempt it opened for that generation is deleted and its call taken back from `calls`, so
+-- the job is as if never started: no try is counted (the reaper would have counted an open
+-- attempt as a lost call), and its next call is attempt number `calls + 1` again. The job is
+-- handed back due at its own instant, version unchanged; a cancel requested meanwhile ends it.
+WITH x AS (
+  SELECT * FROM unnest($2::uuid[], $3::int[]) AS x(id, gen)
+), mine AS (
+  SELECT j.id, x.gen FROM x JOIN jobs j ON j.id = x.id
+  WHERE j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
+), gone AS (
+  DELETE FROM attempts a USING mine
+  WHERE a.job_id = mine.id AND a.lease_generation = mine.gen AND a.worker = $1 AND a.outcome IS NULL
+  RETURNING a.job_id
+)
+UPDATE jobs j SET
+  status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'scheduled' END,
+  finished_at = CASE WHEN j.cancel_requested THEN now() END,
+  calls = j.calls - (SELECT count(*) FROM gone WHERE gone.job_id = j.id)::int,
+  lease_owner = NULL, lease_until = NULL, updated_at = now()
+FROM mine WHERE j.id = mine.id
+RETURNING j.id, j.status, j.due_at;

@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import { countQueued, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
+import { type ClaimParams, countQueued, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
 import type { ShardFence } from "../store/shards.ts";
 import { ShardOwnership } from "./shard-ownership.ts";
@@ -53,6 +53,8 @@ export interface DispatcherOptions {
   shards: number;
   /** Worker slots that serve only jobs of at least minPriority (the workers' setting). */
   reservedSlots?: { slots: number; minPriority: number };
+  /** Test seam, see DueClaimerOptions.afterClaim. */
+  afterClaim?: (jobs: JobRow[]) => Promise<void>;
 }
 
 
@@ -108,7 +110,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       onReaped: () => this.poke(),
     });
     this.planner = new DispatchPlanner(o.flow);
-    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics });
+    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics, afterClaim: o.afterClaim });
     this.shards = new ShardOwnership({
       db: o.db, owner: o.owner, count: o.shards, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, region: o.authority.region, log: o.log, metrics: o.metrics,
       onChange: (held) => {
@@ -234,18 +236,21 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (local && room + roomHigh > 0) {
       limit = room + roomHigh;
       const direct = { fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner };
+      // Claimed jobs are running under the worker's lease from the claim's commit on: they
+      // go to it even if a later step of the pass throws, or they would wait out the lease.
+      const handOver = async (p: ClaimParams) => {
+        const got: JobRow[] = [];
+        try {
+          await this.claimer.claim(p, got);
+        } finally {
+          if (got.length > 0) local.accept(got);
+          claimed = claimed.concat(got);
+        }
+      };
       try {
         // The reserved slots first, for their class only; then the rest for anyone.
-        if (roomHigh > 0) {
-          const high = await this.claimer.claim({ ...direct, limit: roomHigh, minPriority: rs!.minPriority });
-          if (high.length > 0) local.accept(high);
-          claimed = high;
-        }
-        if (room > 0) {
-          const any = await this.claimer.claim({ ...direct, limit: room });
-          if (any.length > 0) local.accept(any);
-          claimed = claimed.concat(any);
-        }
+        if (roomHigh > 0) await handOver({ ...direct, limit: roomHigh, minPriority: rs!.minPriority });
+        if (room > 0) await handOver({ ...direct, limit: room });
       } finally {
         local.giveBack(room);
         local.giveBackReserved(roomHigh);
@@ -272,13 +277,17 @@ export class Dispatcher extends PeriodicLoop<number> {
       }
       // Queued jobs wait under a lease too; if no worker takes them in this long, the
       // reaper hands them back.
-      claimed = await this.claimer.claim({ fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority });
+      try {
+        await this.claimer.claim({ fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority }, claimed);
+      } finally {
+        // Queued by a committed claim: workers are told even if a later step of the pass threw.
+        if (claimed.length > 0) {
+          this.o.onQueued?.(claimed.length);
+          await notifyQueued(this.o.db, claimed.length);
+        }
+      }
       if (minPriority !== undefined && claimed.length === 0) return { claimed: 0, full: false, capped: true };
       this.uptake.queued(depth + claimed.length);
-      if (claimed.length > 0) {
-        await notifyQueued(this.o.db, claimed.length);
-        this.o.onQueued?.(claimed.length);
-      }
     }
     for (const c of claimed) {
       this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));

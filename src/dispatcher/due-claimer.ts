@@ -20,6 +20,11 @@ export interface DueClaimerOptions {
   /** Pre-staging horizon (ms): jobs due that soon are claimed too. */
   prestageMs: number;
   metrics: Metrics;
+  /**
+   * Test seam: runs after each claim statement has committed, before the rest of the pass
+   * (index settling, reconciliation); a throw here is such a later step failing.
+   */
+  afterClaim?: (jobs: JobRow[]) => Promise<void>;
 }
 
 /**
@@ -37,30 +42,38 @@ export class DueClaimer {
 
   constructor(private readonly o: DueClaimerOptions) {}
 
-  /** Claims up to p.limit due jobs; observes the dispatch lag of each. */
-  async claim(p: ClaimParams): Promise<JobRow[]> {
+  /**
+   * Claims up to p.limit due jobs; observes the dispatch lag of each. Each claim statement's
+   * rows are pushed to `into` as soon as it commits: if a later step of the pass throws
+   * (index settling, reconciliation), the caller still has every job claimed so far and
+   * must hand them on, or they would sit claimed until their lease lapses.
+   */
+  async claim(p: ClaimParams, into: JobRow[] = []): Promise<JobRow[]> {
     const t0 = performance.now();
-    const got = await this.discoverAndClaim({ ...p, horizonMs: this.o.prestageMs });
+    const start = into.length;
+    await this.discoverAndClaim({ ...p, horizonMs: this.o.prestageMs }, into);
     const s = (performance.now() - t0) / 1000;
-    for (let i = 0; i < got.length; i++) this.o.metrics.dispatchLag.observe(s);
-    return got;
+    for (let i = start; i < into.length; i++) this.o.metrics.dispatchLag.observe(s);
+    return into.slice(start);
   }
 
-  private async discoverAndClaim(p: ClaimParams): Promise<JobRow[]> {
+  private async discoverAndClaim(p: ClaimParams, into: JobRow[]): Promise<void> {
     const keeper = this.o.index;
     const shards = shardsOf(p.fence);
     const fromIndex = keeper ? await keeper.candidates(Math.min(DUE_LIST_MAX, p.limit * CANDIDATE_FACTOR), this.o.prestageMs, shards.list) : null;
-    if (!keeper || fromIndex === null) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence));
-    const got = await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.o.prestageMs, shards));
-    await keeper.settle(fromIndex, got);
-    if (got.length < p.limit && p.minPriority === undefined && keeper.reconcileNow()) {
+    if (!keeper || fromIndex === null) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into);
+    const start = into.length;
+    await this.claimPlanned(p, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.o.prestageMs, shards), into);
+    const got = into.length - start;
+    await keeper.settle(fromIndex, into.slice(start));
+    if (got < p.limit && p.minPriority === undefined && keeper.reconcileNow()) {
       // The safety net behind the index claims oldest first, without the planner: these
       // jobs are already late.
-      const missed = await claimDue(this.o.db, { ...p, limit: p.limit - got.length, lateMs: RECONCILE_LATE_MS });
+      const missed = await claimDue(this.o.db, { ...p, limit: p.limit - got, lateMs: RECONCILE_LATE_MS });
+      into.push(...missed);
+      await this.o.afterClaim?.(missed);
       keeper.noteReconciled(missed);
-      return got.concat(missed);
     }
-    return got;
   }
 
   /**
@@ -81,20 +94,21 @@ export class DueClaimer {
   }
 
   /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
-  private async claimPlanned(p: ClaimParams, rows: CandidateRow[]): Promise<JobRow[]> {
+  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: JobRow[]): Promise<void> {
     this.held = false;
     if (p.minPriority !== undefined) rows = rows.filter((r) => r.priority >= p.minPriority!);
-    if (rows.length === 0) return [];
+    if (rows.length === 0) return;
     const candidates: Candidate[] = rows.map((r) => ({ id: r.id, tenant: r.tenant, priority: r.priority, dueMs: r.due_at.getTime(), catchup: r.catchup }));
     const planner = this.o.planner;
     const inFlight = planner.hasTenantRunningQuota ? await tenantsInFlight(this.o.db, [...new Set(rows.map((r) => r.tenant))]) : new Map<string, number>();
     const plan = planner.plan({ candidates, limit: p.limit, nowMs: Date.now(), inFlight });
     // Due work the quotas or rates held back: the pass must not read as idle.
     this.held = plan.length < Math.min(p.limit, candidates.length);
-    if (plan.length === 0) return [];
+    if (plan.length === 0) return;
     const got = await claimDueIds(this.o.db, { ...p, ids: plan.map((c) => c.id) });
+    into.push(...got);
     planner.commit(got);
-    return got;
+    await this.o.afterClaim?.(got);
   }
 }
 

@@ -1,4 +1,4 @@
-import type { Queryable } from "./db.ts";
+import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
 import type { JobRow } from "./types.ts";
 
@@ -67,4 +67,21 @@ export async function deferJobs(db: Queryable, owner: string, jobs: (Claimed & {
   const rows = await db.query<{ id: string }>(sql("DeferJobs"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.dueAt.toISOString())]);
   if (rows.length > 0) await db.query(sql("NotifyDeferred"), [String(Math.min(...jobs.map((j) => j.dueAt.getTime())))]);
   return rows;
+}
+
+/**
+ * Jobs whose pre-call check failed, or whose reply was lost (it may have committed): none was
+ * called. Back to scheduled by owner and generation, any attempt the check opened removed
+ * (never a try), the dispatchers told. Two statements in one transaction: see LockUncalled.
+ */
+export async function releaseUncalled(db: Db, owner: string, jobs: Claimed[]) {
+  if (jobs.length === 0) return [];
+  const params = [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen)];
+  return db.tx(async (q) => {
+    await q.query(sql("LockUncalled"), params);
+    const rows = await q.query<{ id: string; status: string; due_at: Date }>(sql("ReleaseUncalled"), params);
+    const back = rows.filter((r) => r.status === "scheduled");
+    if (back.length > 0) await q.query(sql("NotifyDeferred"), [String(Math.min(...back.map((r) => r.due_at.getTime())))]);
+    return rows;
+  });
 }

@@ -1,6 +1,6 @@
 import type { Db } from "../store/db.ts";
 import type { JobRow } from "../store/types.ts";
-import { claimQueued, deferJobs, releaseJobs, startAttempts } from "../store/worker-queries.ts";
+import { claimQueued, deferJobs, releaseJobs, releaseUncalled, startAttempts } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { Sleeper } from "../time/sleeper.ts";
@@ -38,6 +38,11 @@ export interface WorkerOptions {
   prestageMs?: number;
   /** Test seam: runs between the claim and the pre-call check, to force races there. */
   beforeStart?: (jobs: JobRow[]) => Promise<void>;
+  /**
+   * Test seam: runs once the pre-call check's statement has answered; a throw here is a reply
+   * lost after the commit (the client cannot tell whether it committed).
+   */
+  afterStartAttempts?: (jobIds: string[]) => Promise<void>;
 }
 
 export interface InFlight {
@@ -325,8 +330,28 @@ export class Worker {
   /** The pre-call check for jobs whose host slot is reserved, then one call per job that passes it. */
   private async begin(ready: InFlight[]): Promise<void> {
     if (ready.length === 0) return;
+    let started: Awaited<ReturnType<typeof startAttempts>>;
     try {
-      const started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })));
+      started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })));
+      await this.o.afterStartAttempts?.(started.map((s) => s.job_id));
+    } catch (err) {
+      // No answer: the check may have committed and opened attempts, or not. Nothing is
+      // called (its outcome could not be recorded against an attempt we do not know), and
+      // everything is given back at once, not left for the reaper, which would count an
+      // opened attempt as a lost call: a max_attempts 1 job would die uncalled.
+      for (const f of ready) {
+        this.limiter.forget(f.job.id);
+        this.inflight.delete(f.job.id);
+      }
+      this.handled(this.giveBackUncalled(ready));
+      throw err;
+    }
+    // Opened attempts are called before anything else can fail.
+    for (const s of started) {
+      const f = this.inflight.get(s.job_id);
+      if (f) this.launch(f, s.attempt_id, s.number, s.catchup);
+    }
+    try {
       const startedIds = new Set(started.map((s) => s.job_id));
       // Cancelled, rescheduled or reclaimed since the claim: not called.
       const stale = ready.filter((f) => !startedIds.has(f.job.id));
@@ -340,10 +365,6 @@ export class Worker {
           this.o.log.info({ job_id: f.job.id, status: r?.status ?? "reclaimed" }, "dispatch is stale (cancelled or changed since the claim); not calling");
         }
       }
-      for (const s of started) {
-        const f = this.inflight.get(s.job_id);
-        if (f) this.launch(f, s.attempt_id, s.number, s.catchup);
-      }
     } catch (err) {
       for (const f of ready) {
         if (this.isCalling(f.job.id)) continue;
@@ -351,6 +372,30 @@ export class Worker {
         this.inflight.delete(f.job.id);
       }
       throw err;
+    }
+  }
+
+  /**
+   * Jobs whose pre-call check got no answer: back by owner and generation, retried until that
+   * succeeds or their lease has lapsed (no longer renewed: the reaper has them then; a give-back
+   * that comes later matches nothing). A stop cuts the retries short.
+   */
+  private async giveBackUncalled(fs: InFlight[]): Promise<void> {
+    const until = Date.now() + this.o.leaseTtlMs;
+    const jobs = fs.map((f) => ({ id: f.job.id, gen: f.gen }));
+    for (let n = 1; ; n++) {
+      try {
+        const rows = await releaseUncalled(this.o.db, this.o.owner, jobs);
+        this.o.log.warn({ jobs: jobs.length, given_back: rows.length }, "pre-call check failed: jobs given back uncalled, without a try");
+        return;
+      } catch (err) {
+        if (Date.now() >= until || this.stopping) {
+          this.o.log.error({ err, jobs: jobs.length }, "giving back jobs whose pre-call check failed did not succeed; their leases will lapse");
+          return;
+        }
+        this.o.log.warn({ err, attempt: n }, "giving back jobs whose pre-call check failed; retrying");
+        await Bun.sleep(Math.min(1000, 50 * 2 ** n));
+      }
     }
   }
 
