@@ -90,6 +90,8 @@ export interface Config {
   prestageMs: number;
   /** Worker slots (per worker process) that serve only jobs of at least this priority. */
   reservedSlots?: { slots: number; minPriority: number };
+  /** Test only (SCHEDULER_TEST_CLOCK_OFFSET_MS): this process's wall clock is shifted by this much. */
+  testClockOffsetMs: number;
 }
 
 export class ConfigError extends Error {
@@ -200,6 +202,7 @@ const ENV_SCHEMA = {
       return { slots: slots!, minPriority: min! };
     }),
   ),
+  SCHEDULER_TEST_CLOCK_OFFSET_MS: v.pipe(v.string(), v.regex(/^-?\d{1,10}$/, "must be a whole number of milliseconds, like -20000 or 20000"), v.transform(Number)),
   SCHEDULER_HOST_RATE_FLOOR: v.pipe(v.string(), v.regex(/^\d{1,7}(\.\d{1,6})?$/, "must be calls per second, a number like 0.5"), v.transform(Number), v.minValue(0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000")),
 } as const;
 
@@ -339,6 +342,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     reservedSlots,
     statsIntervalMs: read(env, "SCHEDULER_STATS_INTERVAL") ?? 10_000,
     shards: read(env, "SCHEDULER_SHARDS") ?? 16,
+    testClockOffsetMs: read(env, "SCHEDULER_TEST_CLOCK_OFFSET_MS") ?? 0,
   };
 }
 

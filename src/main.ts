@@ -13,6 +13,7 @@ import { hostname, userInfo } from "node:os";
 import { AuthorityMoveRefused, moveAuthority } from "./store/authority.ts";
 import { drillMain } from "./region/drill/index.ts";
 import { fetchStats, renderStatus, StatusError, verdict } from "./obs/status-screen.ts";
+import { applyTestClockOffset } from "./time/test-clock.ts";
 
 const HELP = `scheduler ${pkg.version} — durable scheduler for HTTP webhook jobs
 
@@ -111,6 +112,8 @@ async function main(argv: string[]): Promise<void> {
     if (err instanceof ConfigError) fail(err.message);
     throw err;
   }
+  // Before anything reads the clock: every wall-clock read of this process is skewed.
+  applyTestClockOffset(config.testClockOffsetMs);
   const command = positionals.join(" ");
   if (command === "migrate") {
     const db = await openDb(config, "scheduler-migrate");
@@ -133,6 +136,9 @@ async function main(argv: string[]): Promise<void> {
   if (command !== "") fail(`unknown command ${JSON.stringify(command)}; see scheduler --help`);
 
   const log = createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
+  if (config.testClockOffsetMs !== 0) {
+    log.warn({ offset_ms: config.testClockOffsetMs }, "SCHEDULER_TEST_CLOCK_OFFSET_MS is set: this process's clock is shifted on purpose; a test-only setting, never for production");
+  }
   // Handlers first: a stop requested while the database is still being created must not
   // kill the process half-way.
   let rt: Runtime | undefined;

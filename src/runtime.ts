@@ -19,6 +19,7 @@ import { RegionAuthority } from "./region/authority.ts";
 import { openDb } from "./store/open.ts";
 import type { JobRow } from "./store/types.ts";
 import { Worker } from "./worker/worker.ts";
+import { DbClock } from "./time/db-clock.ts";
 
 export interface Runtime {
   config: Config;
@@ -88,6 +89,10 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     },
   });
   await rt.authority.begin();
+  // The database's clock, as this process measures it: wake-ups are planned on it, so a
+  // process clock that is off makes nothing early (SQL decides) and nothing a skew late.
+  const clock = new DbClock(db);
+  if (want("dispatcher") || want("worker")) await clock.start((err) => log.warn({ err }, "reading the database's clock failed; keeping the last offset"));
   const dispatchHere = want("dispatcher");
   const workHere = want("worker");
   if (workHere) {
@@ -95,7 +100,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       db, owner, region: config.region, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, asyncLeaseMs: config.asyncLeaseMs, pollIntervalMs: config.pollIntervalMs,
       shutdownGraceMs: config.shutdownGraceMs, signingKey: config.signingKey, allowPrivateTargets: config.allowPrivateTargets,
       log, metrics, beforeStart: opts.beforeStart, afterStartAttempts: opts.afterStartAttempts, hostLimits: config.hostLimits,
-      prestageMs: config.prestageMs, reservedSlots: config.reservedSlots,
+      prestageMs: config.prestageMs, reservedSlots: config.reservedSlots, clock,
     });
     await rt.worker.start();
   }
@@ -103,7 +108,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     if (config.redisUrl || config.upstash) {
       rt.index = new IndexKeeper({
         db, index: openIndex(config, db), windowMs: config.index.windowMs, reconcileMs: config.index.reconcileMs, log, metrics,
-        onDue: (at) => rt.dispatcher?.noteDue(at),
+        onDue: (at) => rt.dispatcher?.noteDue(at), clock,
       });
       log.info({ index: rt.index.kind, window_ms: config.index.windowMs }, "due index: Redis, validated in SQL, SQL fallback");
     }
@@ -118,6 +123,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       authority: rt.authority,
       flow: config.flow,
       afterClaim: opts.afterClaim,
+      clock,
       // A new leader renews the region authority at once, not a third of a TTL later.
       onLeadership: (leading) => {
         if (leading) rt.authority?.poke();
@@ -158,6 +164,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
         ["due index", () => rt.index?.close()],
         ["region authority", () => rt.authority?.end()],
         ["worker", () => rt.worker?.stop()],
+        ["database clock", () => void clock.stop()],
         ["database", () => (ownsDb ? db.close() : undefined)],
       ];
       let failed: unknown;

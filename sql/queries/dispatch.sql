@@ -79,10 +79,13 @@ RETURNING j.id;
 
 -- name: ExpireMisfired
 -- Occurrences not started by their start_by (misfire grace, or the catch-up window) never
--- run: the misfire policy said so when they were created.
+-- run: the misfire policy said so when they were created. A held occurrence (overlap=queue,
+-- due_at 'infinity') is never expired here: waiting behind a running predecessor is not a
+-- misfire; its release moves start_by to the release instant + its grace.
 WITH x AS (
   SELECT id FROM jobs
   WHERE status IN ('scheduled', 'queued') AND start_by IS NOT NULL AND start_by <= now() AND calls = 0
+    AND due_at <> 'infinity'
   ORDER BY start_by LIMIT $1 FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs j SET status = 'expired', finished_at = now(), updated_at = now(),

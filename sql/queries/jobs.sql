@@ -1,21 +1,25 @@
 -- name: InsertJobs
 -- Inserts a batch of jobs given as a JSON array; a repeated idempotency key inserts nothing
--- (the caller then reads the first job). Returns the rows inserted.
+-- (the caller then reads the first job). Returns the rows inserted. A job without due_at is
+-- due delay_ms after the database's now(): the database's clock decides, never the caller's.
 INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, priority, idempotency_key, request_hash,
                   schedule_id, nominal_time, target, max_attempts, backoff_base_ms,
                   backoff_max_ms, timeout_ms, expires_at, window_ms, async,
                   start_by, catchup_after, catchup, host_limits)
-SELECT r.id, r.tenant, 'scheduled', r.due_at, coalesce(r.scheduled_for, r.due_at), r.priority,
+SELECT r.id, r.tenant, 'scheduled', d.due_at, coalesce(r.scheduled_for, d.due_at), r.priority,
        r.idempotency_key, r.request_hash,
        r.schedule_id, r.nominal_time, r.target, r.max_attempts, r.backoff_base_ms,
        r.backoff_max_ms, r.timeout_ms, r.expires_at, r.window_ms, r.async,
        r.start_by, r.catchup_after, coalesce(r.catchup, false), r.host_limits
 FROM jsonb_to_recordset($1::text::jsonb) AS r(
-  id uuid, tenant text, due_at timestamptz, scheduled_for timestamptz, priority int, idempotency_key text,
+  id uuid, tenant text, due_at timestamptz, delay_ms bigint, scheduled_for timestamptz, priority int, idempotency_key text,
   request_hash text, schedule_id text, nominal_time timestamptz, target jsonb,
   max_attempts int, backoff_base_ms bigint, backoff_max_ms bigint, timeout_ms bigint,
   expires_at timestamptz, window_ms bigint, async boolean,
   start_by timestamptz, catchup_after timestamptz, catchup boolean, host_limits jsonb)
+CROSS JOIN LATERAL (
+  SELECT coalesce(r.due_at, now() + make_interval(secs => coalesce(r.delay_ms, 0)::float8 / 1000)) AS due_at
+) d
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
 
@@ -73,9 +77,12 @@ RETURNING *;
 SELECT pg_notify('scheduler_cancel', $1::text);
 
 -- name: RescheduleJob
--- Back to scheduled at the new instant; the version bump makes any dispatch in flight stale.
+-- Back to scheduled at the new instant ($3, or $5 ms after the database's now()); the
+-- version bump makes any dispatch in flight stale.
 UPDATE jobs SET
-  due_at = $3, scheduled_for = $3, status = 'scheduled', version = version + 1,
+  due_at = coalesce($3::timestamptz, now() + make_interval(secs => $5::float8 / 1000)),
+  scheduled_for = coalesce($3::timestamptz, now() + make_interval(secs => $5::float8 / 1000)),
+  status = 'scheduled', version = version + 1,
   lease_owner = NULL, lease_until = NULL, epoch = NULL, updated_at = now()
 WHERE id = $1::uuid AND ($2::text IS NULL OR tenant = $2)
   AND status IN ('scheduled', 'queued')
@@ -89,3 +96,12 @@ SELECT pg_notify('scheduler_due', $1::text);
 -- name: InsertAudit
 INSERT INTO audit_log (actor, tenant, action, object_id, reason, details)
 VALUES ($1, $2, $3, $4, $5, $6::text::jsonb);
+
+-- name: DbClock
+-- The database's clock, for a process to plan its wake-ups (src/time/db-clock.ts).
+SELECT clock_timestamp() AS now;
+
+-- name: TransactionNow
+-- now() of the caller's transaction: due instants computed in the process from the
+-- database's clock (a schedule's first fire, a manual run's nominal time) use this.
+SELECT now() AS now;

@@ -123,15 +123,16 @@ RETURNING j.id, j.status;
 
 -- name: DeferJobs
 -- Claimed but not called (its target host is at its rate or concurrency limit, slowed, or
--- paused by a Retry-After): back to scheduled at a later instant (never an earlier one),
--- without a call and without using up an attempt.
+-- paused by a Retry-After): back to scheduled $4 ms after the database's now() (never
+-- earlier than it was due), without a call and without using up an attempt.
 UPDATE jobs j SET
   status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'scheduled' END,
   finished_at = CASE WHEN j.cancel_requested THEN now() END,
-  due_at = greatest(j.due_at, x.due_at), lease_owner = NULL, lease_until = NULL, updated_at = now()
-FROM unnest($2::uuid[], $3::int[], $4::timestamptz[]) AS x(id, gen, due_at)
+  due_at = greatest(j.due_at, now() + make_interval(secs => x.delay_ms::float8 / 1000)),
+  lease_owner = NULL, lease_until = NULL, updated_at = now()
+FROM unnest($2::uuid[], $3::int[], $4::bigint[]) AS x(id, gen, delay_ms)
 WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
-RETURNING j.id;
+RETURNING j.id, j.due_at;
 
 -- name: NotifyDeferred
 -- Wakes the dispatchers for jobs handed back: the payload is the earliest new due instant, in epoch ms.

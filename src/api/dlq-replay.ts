@@ -6,6 +6,7 @@ import { type DeadCursor, type DeadFilter, isQuarantined, listDead, peekReplayPa
 import type { JobRow } from "../store/types.ts";
 import { ApiError, conflict, notFound } from "./errors.ts";
 import { replayRefusal, type Refusal } from "./replay-check.ts";
+import { transactionNow } from "../store/jobs.ts";
 
 /** Most dead jobs one bulk replay call looks at; the answer's next_cursor goes on. */
 export const MAX_BULK = 1000;
@@ -27,7 +28,7 @@ function previousDeath(j: JobRow, quarantineAfter: number) {
 export async function replayOne(d: ReplayDeps, id: string, tenant: string | null, force: boolean, by: Who): Promise<JobRow> {
   const job = await getJob(d.db, id, tenant);
   if (!job) throw notFound(`job ${id}`);
-  const refusal = await replayRefusal(job, { allowPrivateTargets: d.config.allowPrivateTargets, quarantineAfter: d.config.dlqQuarantineAfter, force, nowMs: Date.now(), seen: new Map() });
+  const refusal = await replayRefusal(job, { allowPrivateTargets: d.config.allowPrivateTargets, quarantineAfter: d.config.dlqQuarantineAfter, force, nowMs: (await transactionNow(d.db)).getTime(), seen: new Map() });
   if (refusal) throw new ApiError(refusal.status, refusal.code, refusal.message);
   const [row] = await replayDead(d.db, {
     items: [{ id, version: job.version, offsetMs: 0 }],
@@ -89,7 +90,7 @@ export async function replayBulk(d: ReplayDeps, r: BulkRequest): Promise<BulkRes
   const page = rows.slice(0, r.limit);
   const last = page[page.length - 1];
   const next = rows.length > r.limit && last ? { deadKey: last.dead_key, id: last.id } : null;
-  const opts = { allowPrivateTargets: d.config.allowPrivateTargets, quarantineAfter: q, force: r.force, nowMs: Date.now(), seen: new Map<string, Promise<string | null>>() };
+  const opts = { allowPrivateTargets: d.config.allowPrivateTargets, quarantineAfter: q, force: r.force, nowMs: (await transactionNow(d.db)).getTime(), seen: new Map<string, Promise<string | null>>() };
   const skipped: Skipped[] = [];
   const ok: JobRow[] = [];
   for (const job of page) {

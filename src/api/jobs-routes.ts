@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import * as v from "valibot";
 import type { Config } from "../config.ts";
 import type { Db } from "../store/db.ts";
-import { cancelJob, getJob, insertJobs, listAttempts, listJobs, rescheduleJob, type NewJob } from "../store/jobs.ts";
+import { cancelJob, getJob, insertJobs, listAttempts, listJobs, rescheduleJob, transactionNow, type NewJob } from "../store/jobs.ts";
 import { externalize, loadPayload, type Payload } from "../store/payloads.ts";
 import { JOB_STATUSES, TERMINAL } from "../store/types.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
@@ -35,9 +35,17 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
   const { db, config } = deps;
   const app = new Hono<AppEnv>();
   const principal = (c: Context<AppEnv>): Principal => c.get("principal");
+  /** The database's now (epoch ms), asked at most once by whoever holds the function. */
+  const dbClockOnce = () => {
+    let at: Promise<number> | undefined;
+    return () => (at ??= transactionNow(db).then((d) => d.getTime()));
+  };
 
-  /** Validates one item and turns it into a row to insert; throws ApiError with the path. */
-  const prepare = async (raw: unknown, p: Principal, prefix = "", dns = new Map<string, Promise<string | null>>()): Promise<Prepared> => {
+  /**
+   * Validates one item and turns it into a row to insert; throws ApiError with the path.
+   * `dbNow`: the database's clock, read once per request and only when a check needs it.
+   */
+  const prepare = async (raw: unknown, p: Principal, prefix = "", dns = new Map<string, Promise<string | null>>(), dbNow = dbClockOnce()): Promise<Prepared> => {
     if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw badRequest(`${prefix || "body"} must be a JSON object`, prefix || undefined);
     const input = parseOrThrow(JobInputSchema, raw, prefix);
     const at = (f: string) => (prefix ? `${prefix}.${f}` : f);
@@ -45,18 +53,22 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     checkTimeout(input.async, input.timeout, at("timeout"));
     const { target, payload } = externalize(toTarget(input.target, prefix), config.payloadInlineMax);
     if (!config.allowPrivateTargets) await checkTarget(target.url, at("target.url"), dns);
-    const now = Date.now();
-    const base = input.run_at ? input.run_at.getTime() : now + (input.delay ?? 0);
     // The window spreads a burst over later instants, never earlier ones.
-    const due = base + Math.floor(Math.random() * (input.window + 1));
-    if (input.expires_at && input.expires_at.getTime() <= base) throw badRequest("expires_at must be after the due time", at("expires_at"));
+    const jitter = Math.floor(Math.random() * (input.window + 1));
+    // A delay counts from the database's now(), in the INSERT: this process's clock has no say.
+    const delayMs = input.run_at ? null : (input.delay ?? 0) + jitter;
+    if (input.expires_at) {
+      const base = input.run_at ? input.run_at.getTime() : (await dbNow()) + (input.delay ?? 0);
+      if (input.expires_at.getTime() <= base) throw badRequest("expires_at must be after the due time", at("expires_at"));
+    }
     const backoffBase = input.retry.base ?? config.jobDefaults.backoffBaseMs;
     const backoffMax = input.retry.max ?? config.jobDefaults.backoffMaxMs;
     if (backoffMax < backoffBase) throw badRequest("retry.max must not be below retry.base", at("retry.max"));
     const job: NewJob = {
       id: Bun.randomUUIDv7(),
       tenant: tenantForCreate(p, input.tenant),
-      due_at: new Date(due),
+      due_at: input.run_at ? new Date(input.run_at.getTime() + jitter) : null,
+      ...(delayMs === null ? {} : { delay_ms: delayMs }),
       priority: input.priority,
       idempotency_key: input.idempotency_key ?? null,
       request_hash: input.idempotency_key ? requestHash(raw) : null,
@@ -94,8 +106,9 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     if (!Array.isArray(list)) throw badRequest("jobs must be an array of job objects", "jobs");
     if (list.length > MAX_BATCH) throw badRequest(`jobs may hold at most ${MAX_BATCH} items`, "jobs");
     const dns = new Map<string, Promise<string | null>>();
+    const dbNow = dbClockOnce();
     const prepared = await Promise.all(
-      list.map((item, i) => prepare(item, p, `jobs.${i}`, dns).then((x) => x, (err: unknown) => {
+      list.map((item, i) => prepare(item, p, `jobs.${i}`, dns, dbNow).then((x) => x, (err: unknown) => {
         if (err instanceof ApiError) return { error: err };
         throw err;
       })),
@@ -172,7 +185,8 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     if (body.run_at && body.delay !== undefined) throw badRequest("give run_at or delay, not both", "delay");
     if (!body.run_at && body.delay === undefined) throw badRequest("give run_at or delay", "run_at");
     if (!UUID.test(id)) throw notFound(`job ${id}`);
-    const due = body.run_at ?? new Date(Date.now() + body.delay!);
+    // A delay counts from the database's now(), in the UPDATE.
+    const due = body.run_at ?? { delayMs: body.delay! };
     c.set("audited", true);
     const job = await rescheduleJob(db, id, tenantFilter(p), due, body.if_version ?? null, { actor: p.actor, reason: body.reason ?? null });
     if (job) return c.json(jobView(job));

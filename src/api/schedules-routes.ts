@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import type { Config } from "../config.ts";
 import type { Db } from "../store/db.ts";
-import { insertAudit, insertJobs } from "../store/jobs.ts";
+import { insertAudit, insertJobsIn, transactionNow } from "../store/jobs.ts";
 import { externalize, loadPayload } from "../store/payloads.ts";
 import { deleteSchedule, fieldsOf, getSchedule, insertSchedule, listSchedules, updateSchedule, type ScheduleFields, type ScheduleRow } from "../store/schedules.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
@@ -99,8 +99,8 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       async: body.async ?? false,
     };
     const rule = await validate(fields);
-    fields.next_fire_at = firstFire(rule, Date.now(), fields.start_at, fields.end_at);
-    const row = await insertSchedule(db, fields, by(c), payload ? [payload] : []);
+    // From the database's now, read in the inserting transaction.
+    const row = await insertSchedule(db, fields, by(c), payload ? [payload] : [], (nowMs) => firstFire(rule, nowMs, fields.start_at, fields.end_at));
     if (!row) throw conflict("schedule_exists", `schedule ${fields.id} already exists in tenant ${fields.tenant}`);
     return c.json(view(row), 201);
   });
@@ -146,7 +146,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const out: Record<string, unknown> = scheduleView(row, rule, stored);
     if (n > 0 && rule) {
       // The next N fire instants from max(now, start_at), each with its UTC offset.
-      const from = Math.max(Date.now(), row.start_at ? row.start_at.getTime() - 1 : 0);
+      const from = Math.max((await transactionNow(db)).getTime(), row.start_at ? row.start_at.getTime() - 1 : 0);
       out.preview = rule.next(n, from, row.end_at?.getTime() ?? Infinity).map((ms) => ({ at: new Date(ms).toISOString(), local: rule.local(ms) }));
     }
     return c.json(out);
@@ -160,7 +160,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const ext = body.target ? externalize(toTarget(body.target), config.payloadInlineMax) : undefined;
     const newTarget = ext?.target;
     if (newTarget && !config.allowPrivateTargets) await checkTarget(newTarget.url, "target.url", new Map());
-    const result = await updateSchedule(db, tenant, id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.updated" }, (cur) => {
+    const result = await updateSchedule(db, tenant, id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.updated" }, (cur, dbNowMs) => {
       const f = fieldsOf(cur);
       const next: ScheduleFields = {
         ...f,
@@ -195,7 +195,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       const boundsChanged = next.start_at?.getTime() !== f.start_at?.getTime() || next.end_at?.getTime() !== f.end_at?.getTime();
       if (ruleChanged || f.next_fire_at === null) {
         // A new rule starts afresh from now: what the old rule missed is not the new one's.
-        next.next_fire_at = firstFire(rule, Date.now(), next.start_at, next.end_at);
+        next.next_fire_at = firstFire(rule, dbNowMs, next.start_at, next.end_at);
       } else if (boundsChanged) {
         // Same rule, new bounds: keep the place (an occurrence due but not yet generated, or
         // a paused backlog, stays for the misfire policy), moved forward to start_at and
@@ -251,15 +251,18 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const id = idOf(c);
     const s = await getSchedule(db, tenantOf(c), id);
     if (!s) throw notFound(`schedule ${id}`);
-    // A manual run now, outside the rule: its nominal time is now, and overlap does not apply.
-    const now = new Date();
-    const [r] = await insertJobs(db, [{
-      id: Bun.randomUUIDv7(), tenant: s.tenant, due_at: now, priority: s.priority,
-      idempotency_key: `${s.id}@${now.toISOString()}`, request_hash: null, schedule_id: s.id, nominal_time: now,
-      target: s.target, max_attempts: s.max_attempts, backoff_base_ms: Number(s.backoff_base_ms),
-      backoff_max_ms: Number(s.backoff_max_ms), timeout_ms: Number(s.timeout_ms), expires_at: null,
-      window_ms: 0, async: s.async ?? false, host_limits: s.host_limits ?? null,
-    }]);
+    // A manual run now, outside the rule: its nominal time is now (the database's, in the
+    // inserting transaction), and overlap does not apply.
+    const [r] = await db.tx(async (q) => {
+      const now = await transactionNow(q);
+      return insertJobsIn(q, [{
+        id: Bun.randomUUIDv7(), tenant: s.tenant, due_at: now, priority: s.priority,
+        idempotency_key: `${s.id}@${now.toISOString()}`, request_hash: null, schedule_id: s.id, nominal_time: now,
+        target: s.target, max_attempts: s.max_attempts, backoff_base_ms: Number(s.backoff_base_ms),
+        backoff_max_ms: Number(s.backoff_max_ms), timeout_ms: Number(s.timeout_ms), expires_at: null,
+        window_ms: 0, async: s.async ?? false, host_limits: s.host_limits ?? null,
+      }]);
+    });
     c.set("audited", true);
     await insertAudit(db, { actor: principal(c).actor, tenant: s.tenant, action: "schedule.triggered", objectId: s.id, reason: body.reason ?? null, details: { job_id: r.job.id } });
     return c.json(jobView(r.job), 201);

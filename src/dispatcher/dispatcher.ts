@@ -19,6 +19,7 @@ import type { IndexKeeper } from "../index/index-keeper.ts";
 import { DispatchPlanner, type PlannerSettings } from "./dispatch-planner.ts";
 import { DueClaimer } from "./due-claimer.ts";
 import { QueueUptake } from "./queue-uptake.ts";
+import { DbClock } from "../time/db-clock.ts";
 
 export interface DispatcherOptions {
   db: Db;
@@ -55,6 +56,8 @@ export interface DispatcherOptions {
   reservedSlots?: { slots: number; minPriority: number };
   /** Test seam, see DueClaimerOptions.afterClaim. */
   afterClaim?: (jobs: JobRow[]) => Promise<void>;
+  /** The database's clock, to plan wake-ups by (absent: the process clock). */
+  clock?: DbClock;
 }
 
 
@@ -95,10 +98,12 @@ export class Dispatcher extends PeriodicLoop<number> {
   /** The highest shard epoch this dispatcher ever held: its fencing term. */
   private highestEpoch = 0;
   private readonly prestageMs: number;
+  private readonly clock: DbClock;
 
   constructor(private readonly o: DispatcherOptions) {
     super("dispatcher", o.log);
     this.prestageMs = o.prestageMs ?? 0;
+    this.clock = o.clock ?? new DbClock();
     this.elector = new LeaderElector({
       db: o.db, name: DISPATCH_LEASE, owner: o.owner, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, log: o.log,
       region: o.authority.region,
@@ -110,7 +115,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       onReaped: () => this.poke(),
     });
     this.planner = new DispatchPlanner(o.flow);
-    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics, afterClaim: o.afterClaim });
+    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics, afterClaim: o.afterClaim, clock: this.clock });
     this.shards = new ShardOwnership({
       db: o.db, owner: o.owner, count: o.shards, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, region: o.authority.region, log: o.log, metrics: o.metrics,
       onChange: (held) => {
@@ -175,7 +180,9 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
     const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db)]);
     this.scheduleDueAt = fire?.getTime() ?? Infinity;
-    const untilNext = Math.min(next ? next.getTime() - this.prestageMs - Date.now() : Infinity, this.scheduleDueAt - Date.now());
+    // Due instants are on the database's clock: the wait until them is measured on it too.
+    const dbNow = this.clock.now();
+    const untilNext = Math.min(next ? next.getTime() - this.prestageMs - dbNow : Infinity, this.scheduleDueAt - dbNow);
     // A due job that the claim did not see means our clock runs ahead of the database's, or
     // (with a Redis index) that the relay has not added it yet, or that the index missed it
     // and the reconciliation pass will claim it: wait a little rather than spin. The relay
@@ -190,9 +197,11 @@ export class Dispatcher extends PeriodicLoop<number> {
   private scheduleDueAt = -Infinity;
 
   private async generateIfDue(fence: ShardFence): Promise<number> {
-    // The database's clock decides what is due; ours may differ by the skew margin, so the
-    // generator runs on every pass from a little before the earliest fire time.
-    if (Date.now() < this.scheduleDueAt - this.o.skewMs - 50) return 0;
+    // The database's clock decides what is due (DueSchedules asks its now()); this gate only
+    // saves the question before then. It reads the database's clock as last measured, plus
+    // the skew margin for drift since: a process clock that is off makes it neither skip a
+    // due schedule nor wait for its own idea of the time.
+    if (this.clock.now() < this.scheduleDueAt - this.o.skewMs - 50) return 0;
     try {
       return await this.generator.runOnce(fence);
     } catch (err) {
@@ -207,7 +216,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     this.scheduleDueAt = Math.min(this.scheduleDueAt, atMs);
     // A job (the payload does not say which) is claimed this early; an occurrence to
     // generate at this instant is only woken early, harmlessly.
-    this.sleeper.wakeAt(atMs - this.prestageMs);
+    this.sleeper.wakeAt(this.clock.toLocal(atMs - this.prestageMs));
   }
 
   private async expire(): Promise<void> {

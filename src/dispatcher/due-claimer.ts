@@ -6,6 +6,7 @@ import type { Metrics } from "../obs/metrics.ts";
 import { type IndexKeeper, RECONCILE_LATE_MS } from "../index/index-keeper.ts";
 import { DUE_LIST_MAX } from "../index/due-index.ts";
 import type { Candidate, DispatchPlanner } from "./dispatch-planner.ts";
+import type { DbClock } from "../time/db-clock.ts";
 
 /** Tenants sampled per pass. */
 const TENANTS_PER_PASS = 64;
@@ -25,6 +26,8 @@ export interface DueClaimerOptions {
    * (index settling, reconciliation); a throw here is such a later step failing.
    */
   afterClaim?: (jobs: JobRow[]) => Promise<void>;
+  /** The database's clock: aging measures lateness against due instants on it. */
+  clock: DbClock;
 }
 
 /**
@@ -101,7 +104,7 @@ export class DueClaimer {
     const candidates: Candidate[] = rows.map((r) => ({ id: r.id, tenant: r.tenant, priority: r.priority, dueMs: r.due_at.getTime(), catchup: r.catchup }));
     const planner = this.o.planner;
     const inFlight = planner.hasTenantRunningQuota ? await tenantsInFlight(this.o.db, [...new Set(rows.map((r) => r.tenant))]) : new Map<string, number>();
-    const plan = planner.plan({ candidates, limit: p.limit, nowMs: Date.now(), inFlight });
+    const plan = planner.plan({ candidates, limit: p.limit, nowMs: this.o.clock.now(), inFlight });
     // Due work the quotas or rates held back: the pass must not read as idle.
     this.held = plan.length < Math.min(p.limit, candidates.length);
     if (plan.length === 0) return;

@@ -24,6 +24,7 @@ import { type DueEntry, type DueIndex } from "./due-index.ts";
 import { withTimeout } from "../time/with-timeout.ts";
 import { OutboxRelay } from "./outbox-relay.ts";
 import { WindowLoader } from "./window-loader.ts";
+import { DbClock } from "../time/db-clock.ts";
 
 export interface IndexKeeperOptions {
   db: Db;
@@ -41,6 +42,8 @@ export interface IndexKeeperOptions {
   opTimeoutMs?: number;
   /** The relay added entries, the earliest due at this instant: the dispatcher may look. */
   onDue?: (atMs: number) => void;
+  /** The database's clock, which the index's scores are on (absent: the process clock). */
+  clock?: DbClock;
 }
 
 /** A job must be this late before reconciliation claims it: the index had time to hand it out. */
@@ -61,17 +64,22 @@ export class IndexKeeper extends PeriodicLoop<void> {
   private lastReconcile = 0;
   private readonly intervalMs: number;
 
+  private readonly clock: DbClock;
+
   constructor(private readonly o: IndexKeeperOptions) {
     super("index-keeper", o.log);
+    this.clock = o.clock ?? new DbClock();
     if (o.index.kind === "sql") throw new Error("index keeper: the SQL index needs no keeper");
     const batch = o.batch ?? 1000;
     this.intervalMs = o.intervalMs ?? 1000;
+    // The window (which jobs the index holds) is measured on the database's clock, like its scores.
+    const now = () => this.clock.now();
     this.relay = new OutboxRelay({
-      db: o.db, index: o.index, batch, windowMs: o.windowMs, log: o.log,
+      db: o.db, index: o.index, batch, windowMs: o.windowMs, log: o.log, now,
       onUpserted: (at) => o.onDue?.(at),
     });
     this.loader = new WindowLoader({
-      db: o.db, index: o.index, windowMs: o.windowMs, batch, intervalMs: this.intervalMs, log: o.log,
+      db: o.db, index: o.index, windowMs: o.windowMs, batch, intervalMs: this.intervalMs, log: o.log, now,
       onRebuild: () => o.metrics.indexRebuilds.inc(),
     });
     o.metrics.indexFallback.set(1);
@@ -181,7 +189,8 @@ export class IndexKeeper extends PeriodicLoop<void> {
   async candidates(limit: number, horizonMs: number, shards: readonly number[]): Promise<DueEntry[] | null> {
     if (!this.usable) return null;
     try {
-      return await this.timed(() => this.o.index.dueList({ dueBy: Date.now() + horizonMs, limit, shards }));
+      // Scores are due instants on the database's clock.
+      return await this.timed(() => this.o.index.dueList({ dueBy: this.clock.now() + horizonMs, limit, shards }));
     } catch (err) {
       this.markDown("due_list", err);
       return null;
@@ -203,7 +212,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
     if (rest.length > 0) {
       const rows = await this.o.db.query<{ id: string; status: string; due_at: Date }>(sql("IndexValidate"), [rest.map((c) => c.jobId)]);
       const byId = new Map(rows.map((r) => [r.id, r]));
-      const windowEnd = Date.now() + this.o.windowMs;
+      const windowEnd = this.clock.now() + this.o.windowMs;
       for (const c of rest) {
         const row = byId.get(c.jobId);
         const due = row?.due_at.getTime();

@@ -6,8 +6,12 @@ import type { AttemptRow, HostLimits, JobRow, Target } from "./types.ts";
 export interface NewJob {
   id: string;
   tenant: string;
-  /** "infinity": an occurrence held until the one before it finishes. */
-  due_at: Date | "infinity";
+  /**
+   * "infinity": an occurrence held until the one before it finishes. null: due delay_ms after
+   * the database's now() (a `delay`), computed in the INSERT.
+   */
+  due_at: Date | "infinity" | null;
+  delay_ms?: number;
   priority: number;
   idempotency_key: string | null;
   request_hash: string | null;
@@ -117,9 +121,11 @@ export async function cancelJob(db: Db, id: string, tenant: string | null, ifVer
   });
 }
 
-export async function rescheduleJob(db: Db, id: string, tenant: string | null, dueAt: Date, ifVersion: number | null, by: Actor): Promise<JobRow | undefined> {
+/** Moves a job to dueAt, or to `delayMs` after the database's now(). */
+export async function rescheduleJob(db: Db, id: string, tenant: string | null, dueAt: Date | { delayMs: number }, ifVersion: number | null, by: Actor): Promise<JobRow | undefined> {
+  const [at, delayMs] = dueAt instanceof Date ? [dueAt, null] : [null, dueAt.delayMs];
   return db.tx(async (q) => {
-    const row = (await q.query<JobRow>(sql("RescheduleJob"), [id, tenant, dueAt, ifVersion]))[0];
+    const row = (await q.query<JobRow>(sql("RescheduleJob"), [id, tenant, at, ifVersion, delayMs]))[0];
     if (!row) return undefined;
     await q.query(sql("NotifyDue"), [String(row.due_at.getTime())]);
     await insertAudit(q, { actor: by.actor, tenant: row.tenant, action: "job.rescheduled", objectId: row.id, reason: by.reason ?? null, details: { due_at: row.due_at.toISOString(), version: row.version } });
@@ -134,6 +140,11 @@ export interface AuditEntry {
   objectId: string | null;
   reason: string | null;
   details?: unknown;
+}
+
+/** now() of the transaction q is in (or of the statement, outside one), epoch ms. */
+export async function transactionNow(q: Queryable): Promise<Date> {
+  return (await q.query<{ now: Date }>(sql("TransactionNow")))[0].now;
 }
 
 export async function insertAudit(db: Queryable, e: AuditEntry): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Db, Queryable } from "./db.ts";
-import { insertAudit, type Actor } from "./jobs.ts";
+import { insertAudit, transactionNow, type Actor } from "./jobs.ts";
 import { type Payload, storePayloads } from "./payloads.ts";
 import { sql } from "./sql.ts";
 import type { HostLimits, Target } from "./types.ts";
@@ -75,9 +75,14 @@ const wake = async (q: Queryable, next: Date | null) => {
 };
 
 /** Inserts a schedule; undefined when the id is taken in the tenant. */
-export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor, payloads: Payload[] = []): Promise<ScheduleRow | undefined> {
+/**
+ * `firstFire`, when given, sets next_fire_at from the database's now() read in this same
+ * transaction: the first fire is never decided by the process clock.
+ */
+export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor, payloads: Payload[] = [], firstFire?: (dbNowMs: number) => Date | null): Promise<ScheduleRow | undefined> {
   return db.tx(async (q) => {
     await storePayloads(q, payloads);
+    if (firstFire) s = { ...s, next_fire_at: firstFire((await transactionNow(q)).getTime()) };
     const row = (await q.query<ScheduleRow>(sql("InsertSchedule"), [JSON.stringify(s)]))[0];
     if (!row) return undefined;
     await wake(q, row.next_fire_at);
@@ -97,19 +102,20 @@ export async function listSchedules(db: Queryable, p: { tenant: string | null; a
 export type UpdateResult = { kind: "updated"; row: ScheduleRow } | { kind: "missing" } | { kind: "version"; current: number };
 
 /**
- * Reads the schedule under a row lock, lets `change` compute the new fields, writes them with
- * version + 1. `ifVersion` makes it conditional.
+ * Reads the schedule under a row lock, lets `change` compute the new fields (given the
+ * database's now() of this transaction), writes them with version + 1. `ifVersion` makes it
+ * conditional.
  */
 export async function updateSchedule(
   db: Db, tenant: string, id: string, ifVersion: number | null, by: Actor & { action: string },
-  change: (current: ScheduleRow) => ScheduleFields, payloads: Payload[] = [],
+  change: (current: ScheduleRow, dbNowMs: number) => ScheduleFields, payloads: Payload[] = [],
 ): Promise<UpdateResult> {
   return db.tx(async (q) => {
     await storePayloads(q, payloads);
     const current = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
     if (!current) return { kind: "missing" };
     if (ifVersion !== null && current.version !== ifVersion) return { kind: "version", current: current.version };
-    const next = change(current);
+    const next = change(current, (await transactionNow(q)).getTime());
     const row = (await q.query<ScheduleRow>(sql("ReplaceSchedule"), [JSON.stringify({ ...next, version: current.version })]))[0];
     if (!row) return { kind: "version", current: current.version };
     if (!row.paused) await wake(q, row.next_fire_at);

@@ -57,15 +57,15 @@ export async function releaseJobs(db: Queryable, owner: string, jobs: Claimed[])
 }
 
 /**
- * Claimed jobs handed back without a call (their host is at its limit), due again at dueAt;
- * the dispatchers are told the earliest of those instants, so none waits for a poll.
+ * Claimed jobs handed back without a call (their host is at its limit), due again delayMs
+ * after the database's now() (the host's pacing is this process's, the due instant the
+ * database's); the dispatchers are told the earliest of those instants, so none waits for a
+ * poll.
  */
-export async function deferJobs(db: Queryable, owner: string, jobs: (Claimed & { dueAt: Date })[]) {
+export async function deferJobs(db: Queryable, owner: string, jobs: (Claimed & { delayMs: number })[]) {
   if (jobs.length === 0) return [];
-  // ISO strings, not Dates: postgres.js sends an array of Dates as one timestamptz, which
-  // the ::timestamptz[] cast then refuses.
-  const rows = await db.query<{ id: string }>(sql("DeferJobs"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.dueAt.toISOString())]);
-  if (rows.length > 0) await db.query(sql("NotifyDeferred"), [String(Math.min(...jobs.map((j) => j.dueAt.getTime())))]);
+  const rows = await db.query<{ id: string; due_at: Date }>(sql("DeferJobs"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => Math.max(0, Math.ceil(j.delayMs)))]);
+  if (rows.length > 0) await db.query(sql("NotifyDeferred"), [String(Math.min(...rows.map((r) => r.due_at.getTime())))]);
   return rows;
 }
 

@@ -1,5 +1,6 @@
 import type { Queryable } from "../store/db.ts";
 import { asyncPastDeadline, finishAsync, type AsyncFinish } from "../store/async-queries.ts";
+import { transactionNow } from "../store/jobs.ts";
 import type { JobRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
@@ -46,7 +47,9 @@ export function decideAsync(job: JobRow, report: AsyncReport, nowMs: number, ran
 
 /** Ends the async attempt of generation `gen`; undefined when it had already ended. */
 export async function endAsyncAttempt(db: Queryable, job: JobRow, gen: number, report: AsyncReport, metrics: Metrics): Promise<JobRow | undefined> {
-  const now = Date.now();
+  // expires_at is on the database's clock: the retry-or-expire decision reads that clock
+  // (a report is rare enough for the extra round trip).
+  const now = (await transactionNow(db)).getTime();
   const row = await finishAsync(db, { jobId: job.id, gen, beforeDeadline: report.kind !== "timed_out", ...decideAsync(job, report, now) });
   if (row?.status === "dead") metrics.dlqIngress.inc();
   if (row?.status === "succeeded") metrics.endToEnd.observe(Math.max(0, (now - job.scheduled_for.getTime()) / 1000));

@@ -11,6 +11,7 @@ import type { HostLimiter } from "./host-limiter.ts";
 import { waitOutPause } from "./pause-wait.ts";
 import { type PayloadCache, withBody } from "./payload-cache.ts";
 import type { InFlight } from "./worker.ts";
+import type { DbClock } from "../time/db-clock.ts";
 
 export interface AttemptDeps {
   db: Db;
@@ -23,6 +24,8 @@ export interface AttemptDeps {
   signingKey?: Uint8Array;
   allowPrivateTargets: boolean;
   asyncLeaseMs: number;
+  /** The database's clock (as last measured): expires_at and throttle limits are on it. */
+  clock: DbClock;
 }
 
 /**
@@ -33,7 +36,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
   const { job } = f;
   // The fencing token the call carries: which leader and region generation sent it.
   const log = d.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId, epoch: job.epoch === null ? null : Number(job.epoch) });
-  const startMs = Date.now();
+  const startMs = d.clock.now();
   if (job.queued_at) d.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
   d.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
   const loaded = await withBody(job, d.payloads);
@@ -53,7 +56,8 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
     // this slot is free once the acceptance is written.
     return recordAcceptance(d.db, log, { owner: d.owner, job, gen: f.gen, attemptId, leaseMs: d.asyncLeaseMs, r });
   }
-  const now = Date.now();
+  // Retry and expiry decisions compare with expires_at, an instant on the database's clock.
+  const now = d.clock.now();
   let next = decideNext({ ...job, calls: number }, r, now);
   const why = f.abort.signal.aborted ? f.abort.signal.reason : undefined;
   if (r.outcome !== "success" && (why === ABORT_STOP || why === ABORT_LEASE)) {

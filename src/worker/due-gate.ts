@@ -9,8 +9,11 @@ export class DueGate<T> {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Infinity;
 
-  /** `release` gets the jobs whose instant has come, in due order. */
-  constructor(private readonly release: (items: T[]) => void) {}
+  /**
+   * `release` gets the jobs whose instant has come, in due order. `now`: the clock the due
+   * instants are on (the database's, as the worker last measured it).
+   */
+  constructor(private readonly release: (items: T[]) => void, private readonly now: () => number = Date.now) {}
 
   get size(): number {
     return this.waiting.size;
@@ -48,7 +51,7 @@ export class DueGate<T> {
   private fire(): void {
     this.timer = undefined;
     this.timerAt = Infinity;
-    const now = Date.now();
+    const now = this.now();
     const due = [...this.waiting.entries()].filter(([, w]) => w.dueMs <= now).sort((a, b) => a[1].dueMs - b[1].dueMs);
     for (const [id] of due) this.waiting.delete(id);
     this.arm();
@@ -67,7 +70,7 @@ export class DueGate<T> {
     this.disarm();
     this.timerAt = at;
     // A timer may fire a little early: fire() checks the clock and arms again.
-    this.timer = setTimeout(() => this.fire(), Math.max(0, at - Date.now()));
+    this.timer = setTimeout(() => this.fire(), Math.max(0, at - this.now()));
   }
 
   private disarm(): void {

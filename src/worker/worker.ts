@@ -13,6 +13,7 @@ import { PayloadCache } from "./payload-cache.ts";
 import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
 import { HeldPump } from "./held-pump.ts";
 import { SlotLedger } from "./slot-ledger.ts";
+import { DbClock } from "../time/db-clock.ts";
 
 export interface WorkerOptions {
   db: Db;
@@ -43,6 +44,8 @@ export interface WorkerOptions {
    * lost after the commit (the client cannot tell whether it committed).
    */
   afterStartAttempts?: (jobIds: string[]) => Promise<void>;
+  /** The database's clock, to plan when a claimed job's due instant comes (absent: the process clock). */
+  clock?: DbClock;
 }
 
 export interface InFlight {
@@ -70,7 +73,8 @@ export class Worker {
   /** Claimed jobs waiting in memory for their host to have room (in `inflight` too, for lease renewal). */
   private readonly held: HeldPump;
   /** Claimed jobs not due yet (pre-staged): they keep their call slot and wait for their instant. */
-  private readonly gate = new DueGate<InFlight>((fs) => this.handled(this.opened(fs)));
+  private readonly gate: DueGate<InFlight>;
+  private readonly clock: DbClock;
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
   private readonly calls = new Set<Promise<void>>();
   private loopDone: Promise<void> | undefined;
@@ -79,6 +83,10 @@ export class Worker {
   private unlistenCancel: (() => Promise<void>) | undefined;
 
   constructor(private readonly o: WorkerOptions) {
+    this.clock = o.clock ?? new DbClock();
+    // Due instants are the database's: the gate waits for them on its clock (the pre-call
+    // check asks its now() again).
+    this.gate = new DueGate<InFlight>((fs) => this.handled(this.opened(fs)), () => this.clock.now());
     this.completions = new CompletionBatcher(o.db, o.owner, o.log);
     this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, log: o.log, inflight: this.inflight });
     const hl = o.hostLimits ?? {};
@@ -88,7 +96,7 @@ export class Worker {
       maxHeld: Math.max(200, 2 * o.concurrency),
     });
     this.attempt = {
-      db: o.db, owner: o.owner, log: o.log, metrics: o.metrics, limiter: this.limiter, payloads: new PayloadCache(o.db),
+      db: o.db, owner: o.owner, log: o.log, metrics: o.metrics, limiter: this.limiter, payloads: new PayloadCache(o.db), clock: this.clock,
       completions: this.completions, signingKey: o.signingKey, allowPrivateTargets: o.allowPrivateTargets, asyncLeaseMs: o.asyncLeaseMs,
     };
     this.held = new HeldPump({
@@ -97,7 +105,9 @@ export class Worker {
       giveBack: (fs) => this.returnHeld(fs),
       defer: async (overdue) => {
         try {
-          await deferJobs(this.o.db, this.o.owner, overdue.map((x) => ({ id: x.item.job.id, gen: x.item.gen, dueAt: new Date(x.at) })));
+          // x.at is on this process's clock (the host's pacing): handed over as a wait.
+          const now = Date.now();
+          await deferJobs(this.o.db, this.o.owner, overdue.map((x) => ({ id: x.item.job.id, gen: x.item.gen, delayMs: x.at - now })));
         } finally {
           for (const x of overdue) this.inflight.delete(x.item.job.id);
         }
@@ -274,7 +284,7 @@ export class Worker {
       for (const job of claimed) this.inflight.delete(job.id);
       throw err;
     }
-    const now = Date.now();
+    const now = this.clock.now();
     const open: InFlight[] = [];
     for (const job of claimed) {
       const f = this.inflight.get(job.id);
@@ -294,7 +304,7 @@ export class Worker {
     if (claimed.length === 0) return;
     try {
       const now = Date.now();
-      const deferred: { id: string; gen: number; dueAt: Date }[] = [];
+      const deferred: { id: string; gen: number; delayMs: number }[] = [];
       const ready: InFlight[] = [];
       for (const job of claimed) {
         const f = this.inflight.get(job.id);
@@ -306,7 +316,7 @@ export class Worker {
         }
         this.o.metrics.hostDeferrals.inc();
         if (a.kind === "hold") this.held.add(job.id);
-        else deferred.push({ id: job.id, gen: f.gen, dueAt: new Date(a.at) });
+        else deferred.push({ id: job.id, gen: f.gen, delayMs: a.at - now });
       }
       if (deferred.length > 0) {
         await deferJobs(this.o.db, this.o.owner, deferred);

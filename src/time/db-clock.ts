@@ -1,0 +1,48 @@
+import type { Queryable } from "../store/db.ts";
+import { sql } from "../store/sql.ts";
+
+/** Resync this often: a host clock stepped by NTP is followed within this long. */
+const SYNC_MS = 10_000;
+
+/**
+ * The database's clock as this process sees it: the process clock plus an offset measured
+ * against the database. It decides only when to wake up and ask; every "is it due" is
+ * answered by the database's now() in SQL. The offset is measured after the answer came back,
+ * so now() never reads ahead of the database (up to drift since the last sync): a wake-up
+ * planned from it is late by at most a round trip, never early.
+ */
+export class DbClock {
+  private offsetMs = 0;
+  private timer: ReturnType<typeof setInterval> | undefined;
+
+  /** Without a database (unit tests): the process clock. */
+  constructor(private readonly db?: Queryable) {}
+
+  /** The database's now, estimated (epoch ms). */
+  now(): number {
+    return Date.now() + this.offsetMs;
+  }
+
+  /** The process-clock instant at which the database's clock reads dbMs. */
+  toLocal(dbMs: number): number {
+    return dbMs - this.offsetMs;
+  }
+
+  async sync(): Promise<void> {
+    if (!this.db) return;
+    const [{ now }] = await this.db.query<{ now: Date }>(sql("DbClock"));
+    this.offsetMs = now.getTime() - Date.now();
+  }
+
+  /** Syncs now, then every SYNC_MS in the background. */
+  async start(onError: (err: unknown) => void): Promise<void> {
+    await this.sync();
+    this.timer ??= setInterval(() => this.sync().catch(onError), SYNC_MS);
+    this.timer.unref?.();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
