@@ -91,11 +91,19 @@ export class PgCluster {
   }
 
   /** pg_ctl stop -m immediate: like a crash, no checkpoint, nothing flushed. */
-  async stopImmediate(): Promise<void> {
+  stopImmediate(): Promise<void> {
+    return this.stop("immediate");
+  }
+
+  /**
+   * pg_ctl stop: "fast" disconnects every client, rolls back and checkpoints; "immediate" is
+   * like a crash (no checkpoint, recovery at the next start).
+   */
+  async stop(mode: "fast" | "immediate"): Promise<void> {
     await this.starting;
     if (!this.mayRun) return;
-    const r = await run(this.o.user.cmd([this.prog("pg_ctl"), "-D", this.o.dataDir, "-m", "immediate", "-w", "-t", "30", "stop"]));
-    if (r.code !== 0 && this.mayRun) throw new DrillError(`pg_ctl stop (${this.name}) failed: ${lastLines(r.output, 3)}`);
+    const r = await run(this.o.user.cmd([this.prog("pg_ctl"), "-D", this.o.dataDir, "-m", mode, "-w", "-t", "30", "stop"]));
+    if (r.code !== 0 && this.mayRun) throw new DrillError(`pg_ctl stop -m ${mode} (${this.name}) failed: ${lastLines(r.output, 3)}`);
   }
 
   /** For a process exit handler: SIGQUIT to the postmaster is an immediate shutdown. */
