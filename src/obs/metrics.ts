@@ -43,6 +43,7 @@ export class Metrics {
   readonly hostDeferrals = new client.Counter({ name: "scheduler_host_deferrals_total", help: "Calls held back because their target host was at its rate or concurrency limit, slowed or paused (each time a claimed job had to wait)", registers: [this.registry] });
 
   readonly pruned = new client.Counter({ name: "scheduler_pruned_total", help: "Rows deleted by retention, by kind: a finished job status (succeeded, cancelled, expired, dead; attempts go with their job), payload, audit", labelNames: ["kind"], registers: [this.registry] });
+  readonly testFaults = new client.Counter({ name: "scheduler_test_faults_injected_total", help: "Test only (SCHEDULER_TEST_FAULTS): database errors injected before a named query, by query and SQLSTATE", labelNames: ["query", "code"], registers: [this.registry] });
   readonly authThrottled = new client.Counter({ name: "scheduler_auth_throttled_total", help: "Requests answered 429 because their client failed to authenticate too often", registers: [this.registry] });
 
   constructor() {
