@@ -1,4 +1,4 @@
-import type { Db, Queryable } from "./db.ts";
+import type { Db, Queryable, Tx } from "./db.ts";
 import { queryNameOf, queryNamesSharingText } from "./sql.ts";
 
 /**
@@ -69,12 +69,13 @@ export function withTestFaults(db: Db, faults: TestFault[], o: FaultOptions = {}
     },
     exec: (text) => q.exec(text),
   });
+  const wrapTx = (t: Tx): Tx => ({ ...wrap(t), savepoint: (fn) => t.savepoint((s) => fn(wrap(s))) });
   const base = wrap(db);
   return {
     kind: db.kind,
     query: base.query,
     exec: base.exec,
-    tx: (fn) => db.tx((t) => fn(wrap(t))),
+    tx: (fn) => db.tx((t) => fn(wrapTx(t))),
     listen: (channel, onNotify, onListen) => db.listen(channel, onNotify, onListen),
     close: () => db.close(),
   };
