@@ -4,7 +4,7 @@ import { claimQueued, deferJobs, releaseJobs, startAttempts } from "../store/wor
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { Sleeper } from "../time/sleeper.ts";
-import { CompletionBatcher } from "./completion-batcher.ts";
+import { CompletionBatcher, OutcomeNotRecorded } from "./completion-batcher.ts";
 import { HostLimiter, hostKey } from "./host-limiter.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_STOP } from "./abort-reasons.ts";
@@ -74,7 +74,7 @@ export class Worker {
   private unlistenCancel: (() => Promise<void>) | undefined;
 
   constructor(private readonly o: WorkerOptions) {
-    this.completions = new CompletionBatcher(o.db, o.owner, o.log);
+    this.completions = new CompletionBatcher(o.db, o.owner, o.log, o.metrics);
     this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, log: o.log, inflight: this.inflight });
     const hl = o.hostLimits ?? {};
     this.limiter = new HostLimiter<InFlight>({
@@ -373,7 +373,10 @@ export class Worker {
     this.calling.add(f.job.id);
     this.o.metrics.inflight.set(this.calling.size);
     const p = callAttempt(this.attempt, f, attemptId, number, catchup)
-      .catch((err) => this.o.log.error({ err, job_id: f.job.id }, "recording the outcome failed; the lease will lapse and the job will be retried"))
+      .catch((err) => {
+        // The batcher has logged an outcome it gave up on, with what it was.
+        if (!(err instanceof OutcomeNotRecorded)) this.o.log.error({ err, job_id: f.job.id }, "recording the outcome failed; the lease will lapse and the job will be retried");
+      })
       .finally(() => {
         this.limiter.forget(f.job.id);
         this.inflight.delete(f.job.id);
