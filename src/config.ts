@@ -5,6 +5,7 @@ import { parseDuration } from "./time/duration.ts";
 import { decodeSigningSecret } from "./worker/signature.ts";
 import { parseTokens, type TokenGrant } from "./api/tokens.ts";
 import { parseByteSize } from "./byte-size.ts";
+import { parseTestFaults, type TestFault } from "./store/test-faults.ts";
 
 export type Mode = "all" | "api" | "dispatcher" | "worker";
 
@@ -92,6 +93,8 @@ export interface Config {
   reservedSlots?: { slots: number; minPriority: number };
   /** Test only (SCHEDULER_TEST_CLOCK_OFFSET_MS): this process's wall clock is shifted by this much. */
   testClockOffsetMs: number;
+  /** Test-only: named queries that fail now and then with a real SQLSTATE (store/test-faults.ts). */
+  testFaults: TestFault[];
 }
 
 export class ConfigError extends Error {
@@ -263,6 +266,14 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       throw new ConfigError(`SCHEDULER_TENANT_QUOTAS ${(err as Error).message}`);
     }
   }
+  let testFaults: TestFault[] = [];
+  if (env.SCHEDULER_TEST_FAULTS) {
+    try {
+      testFaults = parseTestFaults(env.SCHEDULER_TEST_FAULTS);
+    } catch (err) {
+      throw new ConfigError(`SCHEDULER_TEST_FAULTS ${(err as Error).message}`);
+    }
+  }
   const prestageMs = read(env, "SCHEDULER_PRESTAGE") ?? 0;
   if (prestageMs > 60_000) throw new ConfigError(`SCHEDULER_PRESTAGE must be at most 60s: claimed jobs wait in workers' memory until due (got ${JSON.stringify(env.SCHEDULER_PRESTAGE)})`);
   const workerConcurrency = read(env, "WORKER_CONCURRENCY") ?? 100;
@@ -343,6 +354,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     statsIntervalMs: read(env, "SCHEDULER_STATS_INTERVAL") ?? 10_000,
     shards: read(env, "SCHEDULER_SHARDS") ?? 16,
     testClockOffsetMs: read(env, "SCHEDULER_TEST_CLOCK_OFFSET_MS") ?? 0,
+    testFaults,
   };
 }
 

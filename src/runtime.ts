@@ -17,6 +17,7 @@ import { migrate } from "./store/migrate.ts";
 import { databaseIsStandby, seedAuthority } from "./store/authority.ts";
 import { RegionAuthority } from "./region/authority.ts";
 import { openDb } from "./store/open.ts";
+import { withTestFaults } from "./store/test-faults.ts";
 import type { JobRow } from "./store/types.ts";
 import { Worker } from "./worker/worker.ts";
 import { DbClock } from "./time/db-clock.ts";
@@ -58,18 +59,23 @@ export interface StartOptions {
 export async function startRuntime(config: Config, opts: StartOptions = {}): Promise<Runtime> {
   const owner = `${hostname()}/${process.pid}/${Math.random().toString(36).slice(2, 8)}`;
   const log = opts.log ?? createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
-  const db = opts.db ?? (await openDb(config, `scheduler-${config.mode}`));
+  const opened = opts.db ?? (await openDb(config, `scheduler-${config.mode}`));
   const ownsDb = !opts.db;
   try {
-    await waitUntilWritable(db, log, opts.signal);
-    const { applied } = await migrate(db);
+    await waitUntilWritable(opened, log, opts.signal);
+    const { applied } = await migrate(opened);
     if (applied.length > 0) log.info({ applied }, "migrations applied");
-    await seedAuthority(db, config.homeRegion, config.authorityTtlMs);
+    await seedAuthority(opened, config.homeRegion, config.authorityTtlMs);
   } catch (err) {
-    if (ownsDb) await db.close();
+    if (ownsDb) await opened.close();
     throw err;
   }
   const metrics = new Metrics();
+  // Test-only: the start-up itself runs clean; everything after it may meet injected errors.
+  const db = withTestFaults(opened, config.testFaults, { onInject: (query, code) => metrics.testFaults.inc({ query, code }) });
+  if (config.testFaults.length > 0) {
+    log.warn({ faults: config.testFaults }, "SCHEDULER_TEST_FAULTS is set: named queries fail on purpose with injected database errors; a test-only setting, never for production");
+  }
   const gauges = gaugeSnapshots(db, { shards: config.shards });
   registerJobGauges(metrics, gauges);
   registerShardGauges(metrics, gauges, { shards: config.shards, log });

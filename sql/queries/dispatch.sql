@@ -90,11 +90,29 @@ RETURNING j.id;
 -- run: the misfire policy said so when they were created. A held occurrence (overlap=queue,
 -- due_at 'infinity') is never expired here: waiting behind a running predecessor is not a
 -- misfire; its release moves start_by to the release instant + its grace.
-WITH x AS (
-  SELECT id FROM jobs
+-- Lock order: an occurrence's schedule before the occurrence. Expiring one fires the release
+-- trigger, which locks its schedule; taken after the job, that lock waits for a generator
+-- that holds the schedule (DueSchedules) while it expires this very job (ExpireCoalesced),
+-- a deadlock. So the schedules are locked first, and one busy elsewhere is skipped with its
+-- occurrences, as a locked job is: this statement never waits, and a later pass gets them.
+WITH c AS (
+  SELECT id, tenant, schedule_id FROM jobs
   WHERE status IN ('scheduled', 'queued') AND start_by IS NOT NULL AND start_by <= now() AND calls = 0
     AND due_at <> 'infinity'
-  ORDER BY start_by LIMIT $1 FOR UPDATE SKIP LOCKED
+  ORDER BY start_by LIMIT $1
+), s AS (
+  SELECT s.tenant, s.id FROM schedules s
+  WHERE (s.tenant, s.id) IN (SELECT tenant, schedule_id FROM c WHERE schedule_id IS NOT NULL)
+  ORDER BY s.tenant, s.id
+  FOR NO KEY UPDATE SKIP LOCKED
+), x AS (
+  SELECT j.id FROM jobs j
+  -- A key list: the planner goes straight to the primary key.
+  WHERE j.id = ANY(ARRAY(SELECT id FROM c))
+    AND (j.schedule_id IS NULL OR (j.tenant, j.schedule_id) IN (SELECT tenant, id FROM s))
+    AND j.status IN ('scheduled', 'queued') AND j.start_by <= now() AND j.calls = 0
+    AND j.due_at <> 'infinity'
+  FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs j SET status = 'expired', finished_at = now(), updated_at = now(),
   lease_owner = NULL, lease_until = NULL, dead_reason = 'misfire',

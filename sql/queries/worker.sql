@@ -82,6 +82,17 @@ WITH r AS (
     possibly_delivered boolean, started_at timestamptz, finished_at timestamptz,
     next_status text, next_delay_ms bigint, last_error text, counts_try boolean,
     throttle_until timestamptz, dead_reason text)
+), locked AS (
+  -- Lock order: the schedules of the batch's occurrences first, in key order. Each one that
+  -- finishes fires the release trigger, which locks its schedule; left to the trigger, the
+  -- locks are taken in job order, and two batches can each hold a schedule the other waits
+  -- for (a deadlock). Taken here in one order, a batch waits at most for a whole other one.
+  SELECT s.tenant, s.id FROM schedules s
+  WHERE (s.tenant, s.id) IN (
+    SELECT o.tenant, o.schedule_id FROM jobs o
+    WHERE o.id = ANY(ARRAY(SELECT job_id FROM r)) AND o.schedule_id IS NOT NULL)
+  ORDER BY s.tenant, s.id
+  FOR NO KEY UPDATE
 ), j AS (
   UPDATE jobs j SET
     -- A cancel wins over a retry, not over a success: that call's effect happened.
@@ -104,6 +115,8 @@ WITH r AS (
   -- status index, which is full of dead 'running' entries in a busy table.
   WHERE j.id = ANY(ARRAY(SELECT job_id FROM r)) AND j.id = r.job_id
     AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = r.gen
+    -- Evaluated once, before the first row: every schedule lock is held before any job's.
+    AND (SELECT count(*) FROM locked) >= 0
   RETURNING j.id, j.status, j.tenant, j.schedule_id
 ), gone AS (
   -- 410 Gone from a schedule's target: the endpoint is retired, stop generating for it.

@@ -1,4 +1,5 @@
-import type { Db, Queryable } from "../store/db.ts";
+import type { Db, Queryable, Tx } from "../store/db.ts";
+import { errorCode, isDataError, isDatabaseError } from "../store/db-errors.ts";
 import { insertJobsIn, type NewJob } from "../store/jobs.ts";
 import { lockShards, type ShardFence } from "../store/shards.ts";
 import type { ScheduleRow } from "../store/schedules.ts";
@@ -34,28 +35,61 @@ export class ScheduleGenerator {
 
   constructor(private readonly o: ScheduleGeneratorOptions) {}
 
-  /** One pass; returns how many schedules were processed. */
+  /**
+   * One pass; returns how many schedules were processed. Throws when the transaction itself
+   * is lost (connection gone, fence lock failed): nothing of the pass is committed then, no
+   * schedule is paused or advanced, and the next pass does it all again.
+   */
   async runOnce(fence: ShardFence): Promise<number> {
-    return this.o.db.tx(async (q) => {
-      // Only the schedules of the shards still held, each held to the end of the transaction.
-      const shards = await lockShards(q, fence);
-      if (shards.length === 0) return 0;
-      const due = await q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [this.o.batch, shards, fence.count]);
-      for (const s of due) {
-        // One schedule's failure rolls back only its own work.
-        await q.query("SAVEPOINT occurrence");
-        try {
-          await this.generate(q, s, s.db_now.getTime());
-          await q.query("RELEASE SAVEPOINT occurrence");
-        } catch (err) {
-          await q.query("ROLLBACK TO SAVEPOINT occurrence");
-          const reason = `generation failed: ${(err as Error).message}`.slice(0, 500);
-          this.o.log.error({ err, schedule_id: s.id, tenant: s.tenant }, "schedule paused: its occurrences could not be generated");
-          await q.query(sql("PauseBrokenSchedule"), [s.tenant, s.id, reason]);
-        }
-      }
-      return due.length;
-    });
+    try {
+      return await this.o.db.tx(async (q) => {
+        // Only the schedules of the shards still held, each held to the end of the transaction.
+        const shards = await lockShards(q, fence);
+        if (shards.length === 0) return 0;
+        const due = await q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [this.o.batch, shards, fence.count]);
+        for (const s of due) await this.generateOne(q, s);
+        return due.length;
+      });
+    } catch (err) {
+      this.retried(err, {});
+      throw err;
+    }
+  }
+
+  /** One schedule under a savepoint: its failure rolls back only its own work. */
+  private async generateOne(q: Tx, s: ScheduleRow & { db_now: Date }): Promise<void> {
+    let failure: unknown;
+    try {
+      await q.savepoint((sp) => this.generate(sp, s, s.db_now.getTime()));
+      return;
+    } catch (err) {
+      // The savepoint could not be rolled back either (the connection is gone): the whole
+      // transaction is lost, and runOnce says so.
+      if (isDatabaseError(err) && !(await stillUsable(q))) throw err;
+      failure = err;
+    }
+    if (!isScheduleFault(failure)) {
+      // A deadlock, lock or statement timeout, serialization failure, ...: a moment's
+      // trouble, not the schedule's. It stays as it was and the next pass tries again.
+      this.retried(failure, { schedule_id: s.id, tenant: s.tenant });
+      return;
+    }
+    const reason = `generation failed: ${(failure as Error).message}`.slice(0, 500);
+    this.o.log.error({ err: failure, schedule_id: s.id, tenant: s.tenant }, "schedule paused: its occurrences could not be generated");
+    await q.query(sql("PauseBrokenSchedule"), [s.tenant, s.id, reason]);
+  }
+
+  /** Counted once per error: the one that lost a schedule's turn, or the whole pass's. */
+  private counted = new WeakSet<object>();
+  private retried(err: unknown, where: { schedule_id?: string; tenant?: string }): void {
+    if (typeof err === "object" && err !== null) {
+      if (this.counted.has(err)) return;
+      this.counted.add(err);
+    }
+    const code = errorCode(err);
+    this.o.metrics.generationRetries.inc({ code });
+    // A whole pass lost is logged by its caller.
+    if (where.schedule_id) this.o.log.warn({ err, code, ...where }, "occurrence generation hit a database error; retrying on the next pass");
   }
 
   private rule(s: ScheduleRow): CronRule {
@@ -160,5 +194,24 @@ export class ScheduleGenerator {
       catchup: occ.late,
       host_limits: s.host_limits ?? null,
     };
+  }
+}
+
+/**
+ * The schedule's own fault: its rule, zone or plan could not be evaluated (our code threw,
+ * not the database), or the database refused the values it produced (a data or constraint
+ * error). Those fail again on every pass: pausing keeps them from retrying for ever.
+ */
+function isScheduleFault(err: unknown): boolean {
+  return !isDatabaseError(err) || isDataError(err);
+}
+
+/** Whether the transaction survived the failure (its savepoint was rolled back). */
+async function stillUsable(q: Queryable): Promise<boolean> {
+  try {
+    await q.query("SELECT 1");
+    return true;
+  } catch {
+    return false;
   }
 }

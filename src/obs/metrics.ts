@@ -26,8 +26,10 @@ export class Metrics {
   readonly dlqReplays = new client.Counter({ name: "scheduler_dlq_replays_total", help: "Dead jobs put back to scheduled by a replay, by mode: single or bulk", labelNames: ["mode"], registers: [this.registry] });
   readonly leaseExpiries = new client.Counter({ name: "scheduler_lease_expiries_total", help: "Claims recovered by the reaper after their lease passed", labelNames: ["state"], registers: [this.registry] });
   readonly duplicateAttempts = new client.Counter({ name: "scheduler_duplicate_attempts_total", help: "Calls that may repeat an earlier delivery: late completions rejected and lost in-flight attempts retried", registers: [this.registry] });
+  readonly outcomesUnrecorded = new client.Counter({ name: "scheduler_outcomes_unrecorded_total", help: "Call outcomes that could not be written even row by row: the job is left to its lease and called again when it lapses (each is logged with its job id), by outcome", labelNames: ["outcome"], registers: [this.registry] });
   readonly staleDispatches = new client.Counter({ name: "scheduler_stale_dispatches_total", help: "Claimed jobs not called because they were cancelled, rescheduled or reclaimed after the claim", registers: [this.registry] });
   readonly occurrences = new client.Counter({ name: "scheduler_occurrences_total", help: "Schedule occurrences by result: generated, skipped_overlap, misfired", labelNames: ["result"], registers: [this.registry] });
+  readonly generationRetries = new client.Counter({ name: "scheduler_schedule_generation_retries_total", help: "Occurrence generation of a schedule (or a whole pass) undone by a transient database error (deadlock, lock or statement timeout, lost connection) and left to the next pass, by SQLSTATE or driver code", labelNames: ["code"], registers: [this.registry] });
   readonly authorityEpoch = new client.Gauge({ name: "scheduler_authority_epoch", help: "Fencing epoch of the dispatch lease held by this process (0: not leader)", registers: [this.registry] });
   readonly indexFallback = new client.Gauge({ name: "scheduler_index_fallback", help: "1 while the dispatcher discovers due jobs from SQL because the Redis due index is unavailable or not yet built; 0 while it uses the index (or none is configured)", registers: [this.registry] });
   readonly indexErrors = new client.Counter({ name: "scheduler_index_errors_total", help: "Failed calls to the Redis due index, by operation", labelNames: ["op"], registers: [this.registry] });
@@ -45,6 +47,7 @@ export class Metrics {
   readonly hostDeferrals = new client.Counter({ name: "scheduler_host_deferrals_total", help: "Calls held back because their target host was at its rate or concurrency limit, slowed or paused (each time a claimed job had to wait)", registers: [this.registry] });
 
   readonly pruned = new client.Counter({ name: "scheduler_pruned_total", help: "Rows deleted by retention, by kind: a finished job status (succeeded, cancelled, expired, dead; attempts go with their job), payload, audit", labelNames: ["kind"], registers: [this.registry] });
+  readonly testFaults = new client.Counter({ name: "scheduler_test_faults_injected_total", help: "Test only (SCHEDULER_TEST_FAULTS): database errors injected before a named query, by query and SQLSTATE", labelNames: ["query", "code"], registers: [this.registry] });
   readonly authThrottled = new client.Counter({ name: "scheduler_auth_throttled_total", help: "Requests answered 429 because their client failed to authenticate too often", registers: [this.registry] });
 
   constructor() {

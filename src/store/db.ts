@@ -9,10 +9,20 @@ export interface Queryable {
   exec(text: string): Promise<void>;
 }
 
+/** A transaction's handle. */
+export interface Tx extends Queryable {
+  /**
+   * Runs fn under a savepoint: when it throws, only its work is rolled back and the
+   * transaction goes on. Without one, a failed statement dooms the whole transaction (and
+   * postgres.js rejects a transaction in which any statement failed, caught or not).
+   */
+  savepoint<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+}
+
 export interface Db extends Queryable {
   readonly kind: "postgres" | "pglite";
   /** Runs fn in one transaction; commits when it resolves, rolls back when it throws. */
-  tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  tx<T>(fn: (q: Tx) => Promise<T>): Promise<T>;
   /**
    * LISTEN on a channel. onListen runs after every (re)subscription: notifications sent
    * while disconnected are gone, so that is the moment to re-scan.

@@ -1,6 +1,6 @@
 import { PGlite, types } from "@electric-sql/pglite";
 import { mkdirSync } from "node:fs";
-import type { Db, Queryable } from "./db.ts";
+import type { Db, Queryable, Tx } from "./db.ts";
 import { acquireDirLock } from "./dir-lock.ts";
 import { loadPgliteAssets } from "./pglite-assets.ts";
 
@@ -40,12 +40,27 @@ export async function openPglite(opts: PgliteDriverOptions): Promise<Db> {
       await q.exec(text);
     },
   });
+  const runTx = (t: Parameters<Parameters<PGlite["transaction"]>[0]>[0]): Tx => ({
+    ...run(t),
+    async savepoint<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+      await t.query("SAVEPOINT sp");
+      let out: T;
+      try {
+        out = await fn(run(t));
+      } catch (err) {
+        await t.query("ROLLBACK TO SAVEPOINT sp");
+        throw err;
+      }
+      await t.query("RELEASE SAVEPOINT sp");
+      return out;
+    },
+  });
   const base = run(pg);
   return {
     kind: "pglite",
     query: base.query,
     exec: base.exec,
-    tx: <T>(fn: (q: Queryable) => Promise<T>) => pg.transaction((t) => fn(run(t))),
+    tx: <T>(fn: (q: Tx) => Promise<T>) => pg.transaction((t) => fn(runTx(t))),
     async listen(channel, onNotify, onListen) {
       const off = await pg.listen(channel, onNotify);
       onListen?.();

@@ -1,5 +1,5 @@
 import postgres from "postgres";
-import type { Db, Queryable } from "./db.ts";
+import type { Db, Queryable, Tx } from "./db.ts";
 
 export interface PostgresDriverOptions {
   url: string;
@@ -25,12 +25,16 @@ export function openPostgres(opts: PostgresDriverOptions): Db {
       await s.unsafe(text).simple();
     },
   });
+  const runTx = (t: postgres.TransactionSql): Tx => ({
+    ...run(t),
+    savepoint: <T>(fn: (q: Queryable) => Promise<T>) => t.savepoint((s) => fn(run(s))) as Promise<T>,
+  });
   const base = run(sql);
   return {
     kind: "postgres",
     query: base.query,
     exec: base.exec,
-    tx: <T>(fn: (q: Queryable) => Promise<T>) => sql.begin((t) => fn(run(t))) as Promise<T>,
+    tx: <T>(fn: (q: Tx) => Promise<T>) => sql.begin((t) => fn(runTx(t))) as Promise<T>,
     async listen(channel, onNotify, onListen) {
       const sub = await sql.listen(channel, (payload) => onNotify(payload), onListen);
       return () => sub.unlisten();

@@ -46,6 +46,21 @@ for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, sche
   }
 }
 
+// Text → names, for the test-only fault seam (store/test-faults.ts), which sees only the text.
+const NAMES = new Map<string, string[]>();
+for (const [k, v] of QUERIES) NAMES.set(v, [...(NAMES.get(v) ?? []), k]);
+
+/** The name of a named query's text (the first, if two share it); undefined for other SQL. */
+export function queryNameOf(text: string): string | undefined {
+  return NAMES.get(text)?.[0];
+}
+
+/** Every name of the query `name`'s text: [name] unless another query has the same text; [] if unknown. */
+export function queryNamesSharingText(name: string): string[] {
+  const text = QUERIES.get(name);
+  return text === undefined ? [] : NAMES.get(text)!;
+}
+
 export function sql(name: string): string {
   const text = QUERIES.get(name);
   if (!text) throw new Error(`unknown query ${name}: add it to sql/queries`);

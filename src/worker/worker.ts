@@ -4,7 +4,7 @@ import { claimQueued, deferJobs, releaseJobs, releaseUncalled, startAttempts } f
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { Sleeper } from "../time/sleeper.ts";
-import { CompletionBatcher } from "./completion-batcher.ts";
+import { CompletionBatcher, OutcomeNotRecorded } from "./completion-batcher.ts";
 import { HostLimiter, hostKey } from "./host-limiter.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_STOP } from "./abort-reasons.ts";
@@ -94,7 +94,7 @@ export class Worker {
     // Due instants are the database's: the gate waits for them on its clock (the pre-call
     // check asks its now() again).
     this.gate = new DueGate<InFlight>((fs) => this.handled(this.opened(fs)), () => this.clock.now());
-    this.completions = new CompletionBatcher(o.db, o.owner, o.log);
+    this.completions = new CompletionBatcher(o.db, o.owner, o.log, o.metrics);
     this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, marginMs: o.leaseMarginMs, log: o.log, inflight: this.inflight });
     const hl = o.hostLimits ?? {};
     this.limiter = new HostLimiter<InFlight>({
@@ -443,7 +443,10 @@ export class Worker {
     this.calling.add(f.job.id);
     this.o.metrics.inflight.set(this.calling.size);
     const p = callAttempt(this.attempt, f, attemptId, number, catchup)
-      .catch((err) => this.o.log.error({ err, job_id: f.job.id }, "recording the outcome failed; the lease will lapse and the job will be retried"))
+      .catch((err) => {
+        // The batcher has logged an outcome it gave up on, with what it was.
+        if (!(err instanceof OutcomeNotRecorded)) this.o.log.error({ err, job_id: f.job.id }, "recording the outcome failed; the lease will lapse and the job will be retried");
+      })
       .finally(() => {
         this.limiter.forget(f.job.id);
         this.inflight.delete(f.job.id);
