@@ -327,12 +327,17 @@ export class Worker {
         if (a.kind === "hold") this.held.add(job.id);
         else deferred.push({ id: job.id, gen: f.gen, delayMs: a.at - now });
       }
-      if (deferred.length > 0) {
-        await deferJobs(this.o.db, this.o.owner, deferred);
-        for (const d of deferred) this.inflight.delete(d.id);
-        this.o.log.debug({ jobs: deferred.length }, "target hosts at their limit: jobs handed back, due again shortly");
+      // Neither group waits out its leases because the other's statement failed: the jobs
+      // cleared to go start first, and the others are handed back whatever happened to them.
+      try {
+        await this.begin(ready);
+      } finally {
+        if (deferred.length > 0) {
+          await deferJobs(this.o.db, this.o.owner, deferred);
+          for (const d of deferred) this.inflight.delete(d.id);
+          this.o.log.debug({ jobs: deferred.length }, "target hosts at their limit: jobs handed back, due again shortly");
+        }
       }
-      await this.begin(ready);
     } catch (err) {
       // Jobs claimed but never started stay leased until the reaper returns them.
       for (const job of claimed) {
