@@ -2,6 +2,7 @@ import type { Db } from "../store/db.ts";
 import { renewLeases } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
+import { withTimeout } from "../time/with-timeout.ts";
 import type { InFlight } from "./worker.ts";
 import { ABORT_CANCEL, ABORT_LEASE } from "./abort-reasons.ts";
 
@@ -42,7 +43,16 @@ export class LeaseRenewer extends PeriodicLoop<void> {
     const held = [...this.o.inflight.values()];
     if (held.length === 0) return;
     const sentAt = performance.now();
-    const rows = await renewLeases(this.o.db, this.o.owner, held.map((f) => ({ id: f.job.id, gen: f.gen })), this.o.leaseTtlMs);
+    // A renewal stuck on a dead connection must not stop the ones after it: the loop would
+    // never run again, and every later call of this worker would be aborted by the watchdog.
+    // A quarter of the trust period to answer, then another try soon: both fit in the time
+    // the watchdog still trusts the lease.
+    const rows = await withTimeout(Math.max(50, this.trustMs / 4), () => renewLeases(this.o.db, this.o.owner, held.map((f) => ({ id: f.job.id, gen: f.gen })), this.o.leaseTtlMs), null);
+    this.retrySoon = rows === null;
+    if (rows === null) {
+      this.o.log.warn({ jobs: held.length }, "lease renewal did not answer in time; trying again at once");
+      return;
+    }
     const renewed = new Map(rows.map((r) => [r.id, r.cancel_requested]));
     for (const f of held) {
       if (this.o.inflight.get(f.job.id) !== f) continue; // finished meanwhile
@@ -88,6 +98,8 @@ export class LeaseRenewer extends PeriodicLoop<void> {
   }
 
   private stopped = false;
+  /** The last renewal did not answer: the next one comes at once, not a third of a TTL later. */
+  private retrySoon = false;
 
   override start(): void {
     this.stopped = false;
@@ -101,6 +113,7 @@ export class LeaseRenewer extends PeriodicLoop<void> {
   }
 
   protected nextDelayMs(): number {
+    if (this.retrySoon) return 50;
     return (this.o.leaseTtlMs / 3) * (0.9 + Math.random() * 0.2);
   }
 }
