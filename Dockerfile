@@ -14,6 +14,10 @@
 FROM node:22-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
+# npm ci runs the postinstall script, patch-package, which applies patches/ to node_modules
+# (postgres.js, see patches/): they must be here before it, or the binary would embed the
+# unpatched driver (patch-package finds no patches and says nothing is wrong).
+COPY patches ./patches
 RUN npm ci --no-audit --no-fund
 COPY . .
 # Runs scripts/build.ts, which also smoke-tests `dist/scheduler --version`.

@@ -3,7 +3,7 @@
  * be checked locally is: they parse, and they say what the deployment relies on.
  */
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 const ROOT = join(import.meta.dir, "..", "..");
@@ -37,5 +37,27 @@ describe("deployment files", () => {
     expect(user).toBeDefined();
     expect(user!.startsWith("root") || user!.startsWith("0")).toBe(false);
     expect(text).toContain('ENTRYPOINT ["/usr/local/bin/scheduler"]');
+  });
+
+  test("patches/ (patch-package, the postinstall script) reach npm ci in the Dockerfile, fit the locked versions, and are applied here", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+    expect(pkg.scripts.postinstall).toBe("patch-package");
+    const lines = readFileSync(join(ROOT, "Dockerfile"), "utf8").split("\n");
+    const copy = lines.findIndex((l) => /^COPY patches\b/.test(l));
+    const install = lines.findIndex((l) => /^RUN npm (ci|install)\b/.test(l));
+    // patch-package with no patches/ exits 0 and says nothing: the binary would embed the
+    // unpatched package.
+    expect(copy).toBeGreaterThanOrEqual(0);
+    expect(copy).toBeLessThan(install);
+    const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8"));
+    const patches = readdirSync(join(ROOT, "patches")).filter((f) => f.endsWith(".patch"));
+    expect(patches.length).toBeGreaterThan(0);
+    for (const file of patches) {
+      const [, name, version] = /^(.+)\+(\d[^+]*)\.patch$/.exec(file)!;
+      expect(lock.packages[`node_modules/${name!.replaceAll("+", "/")}`]?.version).toBe(version);
+      expect(pkg.dependencies[name!.replaceAll("+", "/")]).toBe(version);
+    }
+    // What the driver tests run against (npm install applied it).
+    expect(readFileSync(join(ROOT, "node_modules/postgres/src/connection.js"), "utf8")).toContain("patch-package (scheduler)");
   });
 });

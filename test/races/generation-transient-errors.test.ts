@@ -2,9 +2,11 @@
 // schedule. Each case forces a real error in the generating transaction: an injected
 // deadlock / lock timeout (the SCHEDULER_TEST_FAULTS seam, a real RAISE with that SQLSTATE),
 // a real row lock held by this test's own connection under a lock_timeout, and an error
-// outside any savepoint that loses the whole transaction. The schedule must stay active, its
-// occurrence must come on a later pass, and scheduler_schedule_generation_retries_total
-// must count it. A genuinely broken schedule (its rule) is still paused.
+// outside any savepoint that loses the whole transaction, and the generating transaction's
+// backend terminated (pg_terminate_backend) while it waits for that row lock. The schedule
+// must stay active, its occurrence must come on a later pass, and
+// scheduler_schedule_generation_retries_total must count it. A genuinely broken schedule
+// (its rule) is still paused.
 // Then the lock order behind the deadlock named in the issue: the coordinator's
 // ExpireMisfired must not lock an occurrence and then wait for its schedule, which a shard
 // holder's generator holds while it expires that very occurrence (ExpireCoalesced).
@@ -226,6 +228,46 @@ describe("a real lock wait during generation (postgres)", () => {
     } finally {
       await holder.release();
       await t.db.query(`ALTER DATABASE ${dbName} RESET lock_timeout`);
+      await genDb.close();
+    }
+  });
+
+  test("the generating transaction's backend terminated while it waits for a lock: the pass fails, catchably; nothing paused; the next pass generates", async () => {
+    const { jobId } = await coalescing(t.db, "killed-backend");
+    const before = await scheduleRow(t.db, "killed-backend");
+    const genDb = openPostgres({ url: t.url!, maxConnections: 2, applicationName: "generator-killed" });
+    const holder = await holdJobLock(jobId);
+    try {
+      const metrics = new Metrics();
+      const { gen } = generatorOn(genDb, metrics);
+      const pass = gen.runOnce(fence).then(() => undefined, (e) => e);
+      // The generator inside its transaction, in ExpireCoalesced, waiting for our lock on J.
+      const waiting = await eventually(async () => (await t.db.query<{ pid: number }>(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'generator-killed' AND cardinality(pg_blocking_pids(pid)) > 0")).at(0),
+        10_000, "the generator to wait for the lock on the occurrence");
+      await t.db.query("SELECT pg_terminate_backend($1)", [waiting.pid]);
+      // Before the driver fix this was an uncaught TypeError (a write to the closed
+      // connection's null socket, from a setImmediate) that ended the process.
+      const err = await pass;
+      expect(err?.code).toBe("CONNECTION_CLOSED");
+      expect(await retries(metrics, "CONNECTION_CLOSED")).toBe(1);
+      let s = await scheduleRow(t.db, "killed-backend");
+      expect(s.paused).toBe(false);
+      expect(s.paused_reason).toBeNull();
+      expect(s.next_fire_at.getTime()).toBe(before.next_fire_at.getTime());
+      expect((await jobsOf(t.db, "killed-backend")).map((j) => j.status)).toEqual(["scheduled"]);
+
+      await holder.release();
+      // The same pool: its killed connection is replaced.
+      expect(await gen.runOnce(fence)).toBeGreaterThanOrEqual(1);
+      s = await scheduleRow(t.db, "killed-backend");
+      expect(s.paused).toBe(false);
+      expect(s.next_fire_at.getTime()).toBeGreaterThan(before.next_fire_at.getTime());
+      const js = await jobsOf(t.db, "killed-backend");
+      expect(js[0]).toMatchObject({ id: jobId, status: "expired" });
+      expect(js.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await holder.release();
       await genDb.close();
     }
   });
