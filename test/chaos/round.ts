@@ -69,6 +69,12 @@ export async function runRound(o: RoundOptions): Promise<RoundResult> {
     await settle(cluster, tEnd, o.settleMs, say);
     const snap = await snapshot(cluster.db(), target.calls);
     checks = checkAll({ snap, oneOffs: load.jobs, schedules: load.schedules, tEnd });
+    // A process the harness did not kill that died anyway (a database restart, a Redis outage
+    // must be survived): the supervisor restarts it, but in production that is an outage.
+    checks.push({
+      name: "no process died unasked",
+      violations: cluster.unexpectedExits.map((e) => `${e.name} exit ${e.code} at ${new Date(e.at).toISOString()}: ${e.lastOutput.split("\n").pop()?.slice(0, 160)}`),
+    });
     const stats = statsOf(snap, load, target, cluster);
     const bad = checks.some((c) => c.violations.length > 0);
     if (bad && o.keepLogsIn) {
