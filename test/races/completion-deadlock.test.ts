@@ -1,9 +1,9 @@
 // Issue 14, hole 8: completion batches could deadlock through the release trigger (each
 // finishing occurrence locks its schedule, in the order the batch's jobs are updated), and
 // after a few failed writes a batch of outcomes was dropped, so successful calls ran again.
-//  1. Two workers' batches forced to reach their schedules in opposite orders (this test's
-//     own connection holds the second job of each, so each batch stops after locking its
-//     first schedule, then lets both go): both must be written, no deadlock.
+//  1. Two workers' batches forced to reach their schedules in opposite orders (a trigger of
+//     the test's stops each batch right after the release trigger locked its first schedule,
+//     until the test lets both go): both must be written, no deadlock.
 //  2. A running scheduler whose CompleteAttempts fails with an injected deadlock (40P01, the
 //     SCHEDULER_TEST_FAULTS seam) five times in a row: no outcome is dropped, every job ends
 //     succeeded and its target is called exactly once.
@@ -51,24 +51,32 @@ describe("two completion batches reaching their schedules in opposite orders (po
       await t.db.query("UPDATE jobs SET status = 'running', lease_owner = $2, lease_generation = 1, lease_until = now() + interval '1 min' WHERE id = $1", [ids[i], owner]);
     }
     const [a1, a2, b1, b2] = ids as [string, string, string, string];
+    // Each batch must stop right after its first schedule lock. The release trigger takes it
+    // when the statement's row triggers fire, after every row is updated, so a lock on a job
+    // row cannot stop it there; a trigger of this test's, after the release trigger (names
+    // fire in order) on each batch's first job, waits for an advisory lock the test holds.
+    await t.db.exec(`CREATE FUNCTION test_pause_after_release() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_advisory_xact_lock_shared(4711); RETURN NULL; END $$`);
+    await t.db.exec(`CREATE TRIGGER jobs_zz_test_pause AFTER UPDATE OF status ON jobs FOR EACH ROW
+      WHEN (NEW.id IN ('${a1}'::uuid, '${b1}'::uuid)) EXECUTE FUNCTION test_pause_after_release()`);
     const holder = openPostgres({ url: t.url!, maxConnections: 1, applicationName: "test-holder" });
     const workerA = openPostgres({ url: t.url!, maxConnections: 1, applicationName: "worker-a" });
     const workerB = openPostgres({ url: t.url!, maxConnections: 1, applicationName: "worker-b" });
     let writes: Promise<unknown>[] = [];
     try {
       await holder.tx(async (q) => {
-        // Each batch's second job is ours for now: each batch stops right after its first.
-        await q.query("SELECT 1 FROM jobs WHERE id = ANY($1::uuid[]) FOR UPDATE", [[a2, b2]]);
+        await q.query("SELECT pg_advisory_xact_lock(4711)");
         writes = [
           completeAttempts(workerA, "A", [done(a1), done(a2)]).then((r) => r, (e) => e),
           completeAttempts(workerB, "B", [done(b1), done(b2)]).then((r) => r, (e) => e),
         ];
-        // Both wait (for us, or for each other): their first locks are taken.
+        // Both wait: each on our lock holding its first schedule (or, with schedules locked
+        // up front in key order, one of them on the other's schedule lock).
         await eventually(async () => (await t.db.query(
           "SELECT 1 FROM pg_stat_activity WHERE application_name IN ('worker-a', 'worker-b') AND wait_event_type = 'Lock'")).length === 2,
           10_000, "both batches waiting");
       });
-      // Our commit lets both go on at once.
+      // Our commit lets both go on at once: each then wants the schedule the other holds.
     } finally {
       await holder.close();
     }
