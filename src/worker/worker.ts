@@ -276,7 +276,7 @@ export class Worker {
 
   private readonly handoffs = new Set<Promise<void>>();
   private handled(p: Promise<void>): void {
-    const q = p.catch((err) => this.o.log.error({ err }, "starting handed-over jobs failed; their leases will lapse and they will be retried"))
+    const q = p.catch((err) => this.o.log.error({ err }, "starting handed-over jobs failed; those not given back at once wait for their leases to lapse, then are retried"))
       .finally(() => this.handoffs.delete(q));
     this.handoffs.add(q);
   }
