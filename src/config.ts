@@ -95,6 +95,8 @@ export interface Config {
   testClockOffsetMs: number;
   /** Test-only: named queries that fail now and then with a real SQLSTATE (store/test-faults.ts). */
   testFaults: TestFault[];
+  /** Test-only (SCHEDULER_TEST_FAULTS_ARMED): whether those faults start armed; SIGUSR2 toggles them. */
+  testFaultsArmed: boolean;
 }
 
 export class ConfigError extends Error {
@@ -274,6 +276,9 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       throw new ConfigError(`SCHEDULER_TEST_FAULTS ${(err as Error).message}`);
     }
   }
+  const armed = env.SCHEDULER_TEST_FAULTS_ARMED;
+  if (armed !== undefined && armed !== "0" && armed !== "1") throw new ConfigError(`SCHEDULER_TEST_FAULTS_ARMED must be 0 or 1 (got ${JSON.stringify(armed)})`);
+  if (armed !== undefined && testFaults.length === 0) throw new ConfigError("SCHEDULER_TEST_FAULTS_ARMED is set without SCHEDULER_TEST_FAULTS: there are no faults to arm");
   const prestageMs = read(env, "SCHEDULER_PRESTAGE") ?? 0;
   if (prestageMs > 60_000) throw new ConfigError(`SCHEDULER_PRESTAGE must be at most 60s: claimed jobs wait in workers' memory until due (got ${JSON.stringify(env.SCHEDULER_PRESTAGE)})`);
   const workerConcurrency = read(env, "WORKER_CONCURRENCY") ?? 100;
@@ -355,6 +360,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     shards: read(env, "SCHEDULER_SHARDS") ?? 16,
     testClockOffsetMs: read(env, "SCHEDULER_TEST_CLOCK_OFFSET_MS") ?? 0,
     testFaults,
+    testFaultsArmed: armed !== "0",
   };
 }
 

@@ -9,6 +9,7 @@ import { startRuntime, StartAborted, type Runtime } from "./runtime.ts";
 import { DataDirLockedError } from "./store/dir-lock.ts";
 import { migrate } from "./store/migrate.ts";
 import { openDb } from "./store/open.ts";
+import { FaultSwitch } from "./store/test-faults.ts";
 import { hostname, userInfo } from "node:os";
 import { AuthorityMoveRefused, moveAuthority } from "./store/authority.ts";
 import { drillMain } from "./region/drill/index.ts";
@@ -167,8 +168,14 @@ async function main(argv: string[]): Promise<void> {
   const starting = new AbortController();
   process.on("SIGTERM", () => onSignal("SIGTERM"));
   process.on("SIGINT", () => onSignal("SIGINT"));
+  // Test-only: SIGUSR2 arms or disarms the injected faults of a running process. Listened to
+  // only when there are faults (else the signal keeps its default action), and from the start.
+  const faultSwitch = new FaultSwitch(config.testFaultsArmed);
+  if (config.testFaults.length > 0) {
+    process.on("SIGUSR2", () => log.info({ armed: faultSwitch.toggle() }, "SCHEDULER_TEST_FAULTS toggled by SIGUSR2"));
+  }
   try {
-    rt = await startRuntime(config, { log, signal: starting.signal });
+    rt = await startRuntime(config, { log, signal: starting.signal, faultSwitch });
   } catch (err) {
     if (err instanceof StartAborted) {
       log.info("stopped while waiting to start");

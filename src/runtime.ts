@@ -17,7 +17,7 @@ import { migrate } from "./store/migrate.ts";
 import { databaseIsStandby, seedAuthority } from "./store/authority.ts";
 import { RegionAuthority } from "./region/authority.ts";
 import { openDb } from "./store/open.ts";
-import { withTestFaults } from "./store/test-faults.ts";
+import { FaultSwitch, withTestFaults } from "./store/test-faults.ts";
 import type { JobRow } from "./store/types.ts";
 import { Worker } from "./worker/worker.ts";
 import { DbClock } from "./time/db-clock.ts";
@@ -53,6 +53,8 @@ export interface StartOptions {
   afterClaim?: (jobs: JobRow[]) => Promise<void>;
   /** Aborts a start that is still waiting (for a standby database to be promoted). */
   signal?: AbortSignal;
+  /** Test-only: arms and disarms SCHEDULER_TEST_FAULTS (main.ts toggles it on SIGUSR2). */
+  faultSwitch?: FaultSwitch;
 }
 
 /** Opens the database, migrates, and starts what the mode asks for. */
@@ -72,9 +74,10 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   }
   const metrics = new Metrics();
   // Test-only: the start-up itself runs clean; everything after it may meet injected errors.
-  const db = withTestFaults(opened, config.testFaults, { onInject: (query, code) => metrics.testFaults.inc({ query, code }) });
+  const faultSwitch = opts.faultSwitch ?? new FaultSwitch(config.testFaultsArmed);
+  const db = withTestFaults(opened, config.testFaults, { switch: faultSwitch, onInject: (query, code) => metrics.testFaults.inc({ query, code }) });
   if (config.testFaults.length > 0) {
-    log.warn({ faults: config.testFaults }, "SCHEDULER_TEST_FAULTS is set: named queries fail on purpose with injected database errors; a test-only setting, never for production");
+    log.warn({ faults: config.testFaults, armed: faultSwitch.armed }, "SCHEDULER_TEST_FAULTS is set: named queries fail on purpose with injected database errors (while armed; SIGUSR2 arms and disarms them); a test-only setting, never for production");
   }
   const gauges = gaugeSnapshots(db, { shards: config.shards });
   registerJobGauges(metrics, gauges);

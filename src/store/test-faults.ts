@@ -40,7 +40,23 @@ export function parseTestFaults(text: string): TestFault[] {
   return out;
 }
 
+/**
+ * Test-only: whether the faults are armed now. SCHEDULER_TEST_FAULTS_ARMED=0 starts them
+ * disarmed and SIGUSR2 toggles them (src/main.ts), so a test can make one running process's
+ * queries fail for a few seconds without restarting it (a restart would end its calls).
+ */
+export class FaultSwitch {
+  constructor(public armed = true) {}
+
+  toggle(): boolean {
+    this.armed = !this.armed;
+    return this.armed;
+  }
+}
+
 export interface FaultOptions {
+  /** Faults are injected only while it is armed (always, without one). */
+  switch?: FaultSwitch;
   /** Called for every fault injected (the metric). */
   onInject?: (query: string, code: string) => void;
   /** [0, 1); a fault is injected when it returns less than the probability. Tests pin it. */
@@ -61,7 +77,7 @@ export function withTestFaults(db: Db, faults: TestFault[], o: FaultOptions = {}
     async query<T>(text: string, params?: unknown[]): Promise<T[]> {
       const name = queryNameOf(text);
       const f = name === undefined ? undefined : byName.get(name);
-      if (f && random() < f.probability) {
+      if (f && (o.switch?.armed ?? true) && random() < f.probability) {
         o.onInject?.(f.query, f.code);
         await q.exec(raiseStatement(f.query, f.code));
       }

@@ -12,6 +12,8 @@ import { findPgBin } from "../../src/region/drill/pg-bin.ts";
 import { PgCluster } from "../../src/region/drill/pg-cluster.ts";
 import { PgUser } from "../../src/region/drill/pg-user.ts";
 import { ownRedis, type OwnRedis } from "../helpers/redis.ts";
+import { seams } from "./seams.ts";
+import { switchedFaultsEnv } from "./switched-faults.ts";
 import { ManagedProc, PROCESSES, type Mode, type UnexpectedExit } from "./processes.ts";
 
 /**
@@ -88,8 +90,9 @@ export class ChaosCluster {
     this.cleanup.add("redis", () => this.redis.kill(), () => void this.redis.kill());
     say(`postgres 127.0.0.1:${this.pg.port} (${bin}), redis 127.0.0.1:${this.redis.port}, logs ${this.logDir}`);
 
-    const env = () => schedulerEnv(this.databaseUrl, this.redis.url);
+    const haveSwitch = seams().faultSwitch;
     for (const spec of PROCESSES) {
+      const env = () => ({ ...schedulerEnv(this.databaseUrl, this.redis.url), ...(spec.region === "a" ? switchedFaultsEnv(spec.mode, haveSwitch) : {}) });
       const p = new ManagedProc(spec, env, this.logDir, (e) => this.unexpectedExits.push(e));
       this.procs.set(spec.name, p);
       this.cleanup.add(`scheduler ${spec.name}`, () => p.stop(), () => p.proc?.kill("SIGKILL"));

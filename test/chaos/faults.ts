@@ -5,21 +5,22 @@
  * fault undoes itself when it ends (SIGCONT, restart, unpause, fail back), so the round ends
  * with everything up.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import type { ChaosCluster } from "./cluster.ts";
 import { TIMINGS } from "./cluster.ts";
 import type { Mode } from "./processes.ts";
 import type { Prng } from "./prng.ts";
+import { seams } from "./seams.ts";
+import { SWITCHED_FAULTS } from "./switched-faults.ts";
 
 export const FAULT_KINDS = [
   "sigkill-api", "sigkill-dispatcher", "sigkill-worker",
   "sigstop-api", "sigstop-dispatcher", "sigstop-worker",
   "pg-restart-fast", "pg-restart-immediate", "pg-kill-backends",
   "redis-flushall", "redis-restart", "redis-pause",
-  "failover-aba",
-  "clock-skew",
+  "failover-aba", "failover-aba-restart",
+  "clock-skew", "clock-skew-api",
   "sql-errors-generation", "sql-errors-completion",
+  "renewals-fail",
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -44,10 +45,15 @@ export interface FaultRecord extends PlannedFault {
   detail: string;
 }
 
-/** What each statement-error fault injects (seam 2: SCHEDULER_TEST_FAULTS), per process. */
+/**
+ * What each statement-error fault injects (seam 2: SCHEDULER_TEST_FAULTS), per process. The
+ * generation's and renewals-fail's are switched on and off in running processes
+ * (switched-faults.ts); the completion's by a restart with them.
+ */
 export const STATEMENT_FAULTS = {
-  "sql-errors-generation": "AdvanceSchedule=40P01@0.3,ActiveOccurrences=55P03@0.3,ExpireCoalesced=40P01@0.3,InsertJobs=40P01@0.2",
+  "sql-errors-generation": SWITCHED_FAULTS.dispatcher!,
   "sql-errors-completion": "CompleteAttempts=40P01@0.3,AcceptAsync=55P03@0.3",
+  "renewals-fail": SWITCHED_FAULTS.worker!,
 } as const;
 
 const PROCS_BY_MODE: Record<Exclude<Mode, "all">, string[]> = {
@@ -74,6 +80,16 @@ function draw(p: Prng, kind: FaultKind, at: number): PlannedFault {
       return { at, kind, procs: [], holdMs: p.int(2000, 4000) };
     case "failover-aba":
       return { at, kind, procs: [], holdMs: p.int(3000, 6000) };
+    case "failover-aba-restart":
+      // After A → B → A, one of a's dispatchers restarts: it takes a fresh term while its
+      // peer kept the one from before the failover (fencing tokens must still not go down).
+      return { at, kind, procs: [p.pick(PROCS_BY_MODE.dispatcher)], holdMs: p.int(3000, 6000) };
+    case "clock-skew-api":
+      // The API's clock behind the database's: a `delay` computed from it would make a job due early.
+      return { at, kind, procs: PROCS_BY_MODE.api, holdMs: p.int(6000, 10_000), offsetMs: -p.int(2000, 5000) };
+    case "renewals-fail":
+      // Past the lease and the skew margin, so the reaper takes the calls in flight over.
+      return { at, kind, procs: [p.pick(PROCS_BY_MODE.worker)], holdMs: TIMINGS.leaseTtlMs + TIMINGS.clockSkewMs + p.int(1000, 3000) };
     case "clock-skew":
       return { at, kind, procs: [p.pick([...PROCS_BY_MODE.api, ...PROCS_BY_MODE.dispatcher, ...PROCS_BY_MODE.worker])], holdMs: p.int(6000, 10_000), offsetMs: (p.next() < 0.5 ? -1 : 1) * p.int(2000, 5000) };
     case "sql-errors-generation":
@@ -103,12 +119,6 @@ export function describe(f: PlannedFault): string {
   const on = f.procs.length ? ` ${f.procs.join("+")}` : "";
   const off = f.offsetMs !== undefined ? ` offset ${f.offsetMs > 0 ? "+" : ""}${f.offsetMs}ms` : "";
   return `+${(f.at / 1000).toFixed(1)}s ${f.kind}${on} for ${f.holdMs}ms${off}`;
-}
-
-/** Whether this checkout has the test-only seams (they land on main from other branches). */
-export function seams(root = join(import.meta.dir, "..", "..")): { clockOffset: boolean; statementFaults: boolean } {
-  const config = readFileSync(join(root, "src/config.ts"), "utf8");
-  return { clockOffset: config.includes("SCHEDULER_TEST_CLOCK_OFFSET_MS"), statementFaults: config.includes("SCHEDULER_TEST_FAULTS") };
 }
 
 class Locks {
@@ -161,11 +171,16 @@ export class FaultInjector {
     if (r.kind.startsWith("pg-")) return ["pg"];
     if (r.kind.startsWith("redis-")) return ["redis"];
     if (r.kind === "failover-aba") return ["authority"];
+    if (r.kind === "failover-aba-restart") return ["authority", ...r.procs];
     return r.procs;
   }
 
   private async one(r: FaultRecord, t0: number): Promise<void> {
-    if (r.kind === "clock-skew" && !this.have.clockOffset) {
+    if (r.kind === "renewals-fail" && !this.have.faultSwitch) {
+      r.skipped = "the fault switch (SCHEDULER_TEST_FAULTS_ARMED) is not in src/config.ts yet";
+      return;
+    }
+    if (r.kind.startsWith("clock-skew") && !this.have.clockOffset) {
       r.skipped = "seam 1 (SCHEDULER_TEST_CLOCK_OFFSET_MS) is not in src/config.ts yet";
       return;
     }
@@ -236,12 +251,36 @@ export class FaultInjector {
         await moveAuthority(c, "a");
         return `a → b, ${r.holdMs} ms, b → a`;
       }
+      case "failover-aba-restart": {
+        await moveAuthority(c, "b");
+        await Bun.sleep(r.holdMs);
+        await moveAuthority(c, "a");
+        const p = c.proc(r.procs[0]!);
+        await p.down("SIGKILL");
+        await Bun.sleep(300);
+        await p.up();
+        return `a → b, ${r.holdMs} ms, b → a, then ${p.name} killed and started again`;
+      }
       case "clock-skew":
+      case "clock-skew-api":
         return this.withEnv(r.procs, { SCHEDULER_TEST_CLOCK_OFFSET_MS: String(r.offsetMs) }, r.holdMs);
       case "sql-errors-generation":
-      case "sql-errors-completion":
+        if (this.have.faultSwitch) return this.switched(r.procs, r.holdMs);
         return this.withEnv(r.procs, { SCHEDULER_TEST_FAULTS: STATEMENT_FAULTS[r.kind] }, r.holdMs);
+      case "renewals-fail":
+        return this.switched(r.procs, r.holdMs);
+      case "sql-errors-completion":
+        return this.withEnv(r.procs, { SCHEDULER_TEST_FAULTS: STATEMENT_FAULTS[r.kind], SCHEDULER_TEST_FAULTS_ARMED: "1" }, r.holdMs);
     }
+  }
+
+  /** Arms the processes' switched faults (SIGUSR2, no restart) for holdMs, then disarms them. */
+  private async switched(names: string[], holdMs: number): Promise<string> {
+    const procs = names.map((n) => this.cluster.proc(n));
+    const armed = procs.filter((p) => p.setFaults(true)).map((p) => p.name);
+    await Bun.sleep(holdMs);
+    for (const p of procs) p.setFaults(false);
+    return `${armed.join("+") || "none (not running)"} with ${SWITCHED_FAULTS[procs[0]!.spec.mode]} armed for ${holdMs} ms (SIGUSR2, no restart)`;
   }
 
   /** Restarts the processes (gracefully) with `env`, keeps them so for holdMs, then restarts them without. */

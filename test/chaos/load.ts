@@ -21,7 +21,7 @@ export interface ScheduleSpec {
 
 export interface OneOff {
   key: string;
-  kind: "fast" | "slow" | "async" | "throttled";
+  kind: "fast" | "slow" | "long" | "retry" | "async" | "throttled";
   path: string;
   /** The due instant asked for: a delay (counted from the database's now() at the insert) or an absolute run_at. */
   delayMs: number | null;
@@ -49,6 +49,14 @@ export function scheduleSpecs(targetUrl: string, throttledUrl: string): Schedule
     s("sec2-queue-slow", "*/2 * * * * *", 2000, "queue", "skip", 3000, "/slow/5000/s/sec2-queue-slow", { max_queued: 1 }),
     s("sec3-async", "*/3 * * * * *", 3000, "skip", "fire_once", 30_000, "/async/s/sec3-async", { async: true, timeout: "30s" }),
     s("sec2-throttled", "*/2 * * * * *", 2000, "allow", "fire_all", 30_000, "/s/sec2-throttled", { host_limits: { rate: 3, concurrency: 2 } }, throttledUrl),
+    // A short grace: the misfire expiry and the generator's coalescing meet on the same
+    // occurrences whenever generation is late (hole 1's deadlock needs both on one row).
+    s("sec-allow-once-g2", "* * * * * *", 1000, "allow", "fire_once", 2000, "/s/sec-allow-once-g2"),
+    // More per-second "allow" schedules: both workers complete occurrences of the same
+    // schedules in the same batches, in whatever order (hole 8's lock-order deadlock).
+    s("sec-allow-x1", "* * * * * *", 1000, "allow", "fire_all", 30_000, "/s/sec-allow-x1"),
+    s("sec-allow-x2", "* * * * * *", 1000, "allow", "fire_all", 30_000, "/s/sec-allow-x2"),
+    s("sec-allow-x3", "* * * * * *", 1000, "allow", "fire_all", 30_000, "/s/sec-allow-x3"),
     s("min-once-skip", "* * * * *", 60_000, "skip", "fire_once", 30_000, "/s/min-once-skip"),
     s("min-all-allow", "* * * * *", 60_000, "allow", "fire_all", 30_000, "/s/min-all-allow"),
     s("min-skip-queue", "* * * * *", 60_000, "queue", "skip", 30_000, "/slow/1000/s/min-skip-queue"),
@@ -89,10 +97,14 @@ export class Load {
         if (wait > 0) await Bun.sleep(wait);
         if (this.stopped) break;
         const r = p.next();
-        const kind: OneOff["kind"] = r < 0.45 ? "fast" : r < 0.6 ? "slow" : r < 0.8 ? "async" : "throttled";
+        const kind: OneOff["kind"] = r < 0.3 ? "fast" : r < 0.42 ? "slow" : r < 0.52 ? "long" : r < 0.67 ? "retry" : r < 0.82 ? "async" : "throttled";
         const key = `${this.o.label}-${i}`;
         let path = `/j/${key}`;
         if (kind === "slow") path = `/slow/${p.int(500, 3000)}${path}`;
+        // Calls longer than the lease: they are in flight when a worker's renewals fail.
+        if (kind === "long") path = `/slow/${p.int(3000, 5000)}${path}`;
+        // A retry chain of 2–5 attempts over ~0.5–4 s (RETRY's backoff), across faults.
+        if (kind === "retry") path = `/fail/${p.int(1, 4)}${path}`;
         if (kind === "async") path = `/async${path}`;
         if (kind === "throttled" && p.next() < 0.25) path = `/t429${path}`;
         const offset = p.next() < 0.3 ? 0 : p.int(0, 8000);

@@ -45,6 +45,8 @@ export class ManagedProc {
   wanted = true;
   private starting: Promise<void> | undefined;
   stopped = false;
+  /** Whether its switched faults (switched-faults.ts) are armed: each start begins disarmed unless overridden. */
+  faultsArmed = false;
 
   constructor(readonly spec: ProcSpec, private readonly env: () => Record<string, string>, private readonly logDir: string, private readonly onUnexpected: (e: UnexpectedExit) => void) {}
 
@@ -80,6 +82,7 @@ export class ManagedProc {
         logFile: join(this.logDir, `${this.name}.log`),
       });
       this.proc = p;
+      this.faultsArmed = this.overrides.SCHEDULER_TEST_FAULTS_ARMED === "1";
       try {
         await p.waitForLog(STARTED, Math.max(1000, end - Date.now()), '"scheduler started"');
         p.exited.then((code) => {
@@ -97,6 +100,16 @@ export class ManagedProc {
         await Bun.sleep(300);
       }
     }
+  }
+
+  /** Arms or disarms its switched faults (SIGUSR2 toggles them); false if not running. */
+  setFaults(on: boolean): boolean {
+    if (!this.running) return false;
+    if (this.faultsArmed !== on) {
+      this.signal("SIGUSR2");
+      this.faultsArmed = on;
+    }
+    return true;
   }
 
   signal(sig: NodeJS.Signals): void {

@@ -1,6 +1,7 @@
 /** The table a round prints, and the total over rounds. */
 import { FAULT_KINDS, type FaultRecord } from "./faults.ts";
 import type { CheckResult } from "./invariants.ts";
+import type { LatenessFigures } from "./lateness.ts";
 
 export interface RoundStats {
   jobs: number;
@@ -14,7 +15,11 @@ export interface RoundStats {
   lostAttempts: number;
   unexpectedExits: string[];
   async: { accepted: number; completed: number; stale: number; gaveUp: number };
+  /** Measured outside the faults' windows (lateness.ts); absent when the round did not get that far. */
+  lateness?: { creation: LatenessFigures; call: LatenessFigures };
 }
+
+const lateRow = (what: string, f: LatenessFigures) => `${what} p99 ${f.p99} ms, max ${f.max} ms (${f.n} measured, ${f.excluded} in fault windows)`;
 
 export interface RoundResult {
   round: number;
@@ -68,6 +73,7 @@ export function formatRound(r: RoundResult, maxListed = 10): string {
     `  jobs ${s.jobs} (${status}); one-offs created ${s.oneOffs.created}, acknowledged ${s.oneOffs.acknowledged}, rejected ${s.oneOffs.rejected}`,
     `  calls ${s.calls} (refused 409 for a lower token ${s.refused409}, answered 429 ${s.throttled429}); jobs delivered more than once ${s.duplicateDeliveries}; attempts lost ${s.lostAttempts}`,
     `  async: accepted ${s.async.accepted}, completed ${s.async.completed}, stale callbacks ${s.async.stale}, callbacks given up ${s.async.gaveUp}`,
+    ...(s.lateness ? [`  lateness: ${lateRow("occurrence creation", s.lateness.creation)}; ${lateRow("first call", s.lateness.call)}`] : []),
     `  unexpected process exits ${s.unexpectedExits.length}${s.unexpectedExits.length ? `: ${s.unexpectedExits.slice(0, 5).join("; ")}` : ""}`,
     ...(r.error ? [`  round error: ${r.error}`] : []),
     ...(r.logs ? [`  logs kept in ${r.logs}`] : []),

@@ -7,6 +7,7 @@ import { ApiClient } from "./client.ts";
 import { ChaosCluster } from "./cluster.ts";
 import { describe, FaultInjector, moveAuthority, planEach, planRandom, type PlannedFault } from "./faults.ts";
 import { checkAll, snapshot, type CheckResult } from "./invariants.ts";
+import { faultWindows, lateness, type Window } from "./lateness.ts";
 import { Load } from "./load.ts";
 import { Prng } from "./prng.ts";
 import type { RoundResult, RoundStats } from "./report.ts";
@@ -64,18 +65,23 @@ export async function runRound(o: RoundOptions): Promise<RoundResult> {
     const tEnd = await dbNow(cluster);
     say(`load stopped (${load.jobs.length} one-offs); waiting for the faults under way to end`);
     await Promise.race([faults, Bun.sleep(90_000)]);
-    await restoreAll(cluster, say);
+    const restoreFrom = Date.now();
+    const restarted = await restoreAll(cluster, say);
     await load.drain();
     await settle(cluster, tEnd, o.settleMs, say);
     const snap = await snapshot(cluster.db(), target.calls);
     checks = checkAll({ snap, oneOffs: load.jobs, schedules: load.schedules, tEnd });
+    // The harness's own restarts at the end (a fault cut short) excuse lateness as a fault does.
+    const windows: Window[] = [...faultWindows(injector.records, t0), ...(restarted ? [{ kind: "restore" as const, procs: [], from: restoreFrom, to: Number.POSITIVE_INFINITY }] : [])];
+    const late = lateness({ snap, oneOffs: load.jobs, schedules: load.schedules, windows });
+    checks.push(...late.checks);
     // A process the harness did not kill that died anyway (a database restart, a Redis outage
     // must be survived): the supervisor restarts it, but in production that is an outage.
     checks.push({
       name: "no process died unasked",
       violations: cluster.unexpectedExits.map((e) => `${e.name} exit ${e.code} at ${new Date(e.at).toISOString()}: ${e.lastOutput.split("\n").pop()?.slice(0, 160)}`),
     });
-    const stats = statsOf(snap, load, target, cluster);
+    const stats = { ...statsOf(snap, load, target, cluster), lateness: { creation: late.creation, call: late.call } };
     const bad = checks.some((c) => c.violations.length > 0);
     if (bad && o.keepLogsIn) {
       logs = join(o.keepLogsIn, `chaos-seed-${o.seed}`);
@@ -117,14 +123,21 @@ async function dbNow(cluster: ChaosCluster): Promise<number> {
   }
 }
 
-/** Every fault undone, whatever happened: processes running (and not stopped), PostgreSQL and Redis up, home in region a. */
-async function restoreAll(cluster: ChaosCluster, say: (l: string) => void): Promise<void> {
+/**
+ * Every fault undone, whatever happened: processes running (and not stopped, their switched
+ * faults disarmed), PostgreSQL and Redis up, home in region a. True if a process had to be
+ * started again.
+ */
+async function restoreAll(cluster: ChaosCluster, say: (l: string) => void): Promise<boolean> {
+  let restarted = false;
   if (!cluster.pg.mayRun) await cluster.pg.start({ port: cluster.pg.port });
   await cluster.redis.start();
   await cluster.redis.command("CLIENT", ["UNPAUSE"]).catch(() => {});
   for (const p of cluster.procs.values()) {
     p.signal("SIGCONT");
+    p.setFaults(false);
     if (Object.keys(p.overrides).length > 0 || !p.running) {
+      restarted = true;
       p.overrides = {};
       await p.down("SIGTERM");
       await p.up();
@@ -132,6 +145,7 @@ async function restoreAll(cluster: ChaosCluster, say: (l: string) => void): Prom
   }
   await moveAuthority(cluster, "a");
   say("faults cleared: every process up, postgres and redis up, home region a");
+  return restarted;
 }
 
 /**

@@ -4,8 +4,10 @@
  * Scheduler-Attempt, nominal time), keeps the highest token seen per job and answers 409 to
  * a lower one (refused, never acted on). What it does otherwise is named by the path:
  *
- *   [/slow/<ms>][/async][/t429]/j/<key> | /s/<schedule id>
+ *   [/fail/<n>][/slow/<ms>][/async][/t429]/j/<key> | /s/<schedule id>
  *
+ * fail: answers the first <n> calls of each job 500 (a retry chain: attempts before and after
+ * a fault, so fencing tokens are compared across it);
  * slow: answers after <ms>; async: answers 202 and then heartbeats and completes the job
  * through the API (following fly-replay to the home region, retrying through outages);
  * t429: answers the first call of each job 429 with Retry-After: 1. Two listeners share one
@@ -34,6 +36,7 @@ export interface AsyncStats {
 }
 
 interface Flags {
+  failFirst: number;
   slowMs: number;
   async: boolean;
   t429: boolean;
@@ -41,9 +44,10 @@ interface Flags {
 
 function flagsOf(path: string): Flags {
   const seg = path.split("/").filter(Boolean);
-  const f: Flags = { slowMs: 0, async: false, t429: false };
+  const f: Flags = { failFirst: 0, slowMs: 0, async: false, t429: false };
   for (let i = 0; i < seg.length; i++) {
-    if (seg[i] === "slow") f.slowMs = Number(seg[++i]) || 0;
+    if (seg[i] === "fail") f.failFirst = Number(seg[++i]) || 0;
+    else if (seg[i] === "slow") f.slowMs = Number(seg[++i]) || 0;
     else if (seg[i] === "async") f.async = true;
     else if (seg[i] === "t429") f.t429 = true;
     else break;
@@ -57,6 +61,7 @@ export class ChaosTarget {
   readonly asyncStats: AsyncStats = { accepted: 0, completed: 0, stale: 0, gaveUp: 0 };
   private servers: ReturnType<typeof Bun.serve>[];
   private throttled = new Set<string>();
+  private failed = new Map<string, number>();
   private stopped = false;
 
   /** `api(path, body)`: POST to the home region's API (the caller knows the regions). */
@@ -89,7 +94,11 @@ export class ChaosTarget {
     if (token !== null && top !== undefined && token < top) status = 409;
     else {
       if (webhookId && token !== null) this.highest.set(webhookId, token);
-      if (flags.t429 && webhookId && !this.throttled.has(webhookId)) {
+      const failedSoFar = webhookId ? (this.failed.get(webhookId) ?? 0) : 0;
+      if (webhookId && failedSoFar < flags.failFirst) {
+        this.failed.set(webhookId, failedSoFar + 1);
+        status = 500;
+      } else if (flags.t429 && webhookId && !this.throttled.has(webhookId)) {
         this.throttled.add(webhookId);
         status = 429;
       } else if (flags.async) status = 202;
@@ -101,6 +110,7 @@ export class ChaosTarget {
     });
     if (status === 409) return new Response("stale fencing token\n", { status });
     if (status === 429) return new Response("slow down\n", { status, headers: { "retry-after": "1" } });
+    if (status === 500) return new Response("failing on purpose\n", { status });
     if (flags.slowMs > 0) await Bun.sleep(flags.slowMs);
     if (status === 202) {
       this.asyncStats.accepted++;

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ConfigError, loadConfig } from "../../src/config.ts";
 import type { Runtime } from "../../src/runtime.ts";
 import { sql } from "../../src/store/sql.ts";
-import { withTestFaults } from "../../src/store/test-faults.ts";
+import { FaultSwitch, withTestFaults } from "../../src/store/test-faults.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { memoryLogger } from "../helpers/log.ts";
 import { scrape, series } from "../helpers/metrics.ts";
@@ -55,6 +55,17 @@ describe("SCHEDULER_TEST_FAULTS parsing", () => {
   });
 });
 
+describe("SCHEDULER_TEST_FAULTS_ARMED", () => {
+  const armed = (env: Record<string, string>) => loadConfig(env).testFaultsArmed;
+  test("armed unless 0; 0 or 1 only, and only with faults to arm", () => {
+    expect(armed({ SCHEDULER_TEST_FAULTS: "NextFireAt=40P01@1" })).toBe(true);
+    expect(armed({ SCHEDULER_TEST_FAULTS: "NextFireAt=40P01@1", SCHEDULER_TEST_FAULTS_ARMED: "1" })).toBe(true);
+    expect(armed({ SCHEDULER_TEST_FAULTS: "NextFireAt=40P01@1", SCHEDULER_TEST_FAULTS_ARMED: "0" })).toBe(false);
+    expect(() => armed({ SCHEDULER_TEST_FAULTS: "NextFireAt=40P01@1", SCHEDULER_TEST_FAULTS_ARMED: "no" })).toThrow(/SCHEDULER_TEST_FAULTS_ARMED must be 0 or 1/);
+    expect(() => armed({ SCHEDULER_TEST_FAULTS_ARMED: "0" })).toThrow(/without SCHEDULER_TEST_FAULTS/);
+  });
+});
+
 for (const driver of DRIVERS) {
   describe(`an injected fault is a real server error (${driver})`, () => {
     let t: TestDb;
@@ -92,6 +103,16 @@ for (const driver of DRIVERS) {
       expect(first?.code).toBe("55P03");
       expect(after?.code).toBe("25P02");
       expect(await t.db.query("SELECT count(*)::int AS n FROM fault_probe")).toEqual([{ n: 0 }]);
+    });
+
+    test("a disarmed switch injects nothing; toggled, the same db fails again", async () => {
+      const sw = new FaultSwitch(false);
+      const db = withTestFaults(t.db, [{ query: "NextFireAt", code: "40P01", probability: 1 }], { switch: sw });
+      expect(await db.query(sql("NextFireAt")).then(() => "ok", (e) => e.code)).toBe("ok");
+      expect(sw.toggle()).toBe(true);
+      expect(await db.query(sql("NextFireAt")).then(() => "ok", (e) => e.code)).toBe("40P01");
+      expect(sw.toggle()).toBe(false);
+      expect(await db.query(sql("NextFireAt")).then(() => "ok", (e) => e.code)).toBe("ok");
     });
 
     test("the probability is honoured: 0 never, and each call draws once", async () => {
