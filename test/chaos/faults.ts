@@ -101,12 +101,21 @@ function draw(p: Prng, kind: FaultKind, at: number): PlannedFault {
   }
 }
 
-/** Short form: `each` faults of every kind, at instants spread over [fromMs, toMs] in a seeded order. */
+/**
+ * Short form: `each` faults of every kind, at instants spread over [fromMs, toMs] in a seeded
+ * order. Generation errors come first, alone: lateness inside another fault's window is
+ * excused, so overlapped they could never show that a transient error lost occurrences.
+ */
 export function planEach(p: Prng, each: number, fromMs: number, toMs: number): PlannedFault[] {
-  const kinds = p.shuffle(FAULT_KINDS.flatMap((k) => Array.from({ length: each }, () => k)));
-  const slot = (toMs - fromMs) / kinds.length;
-  return kinds.map((k, i) => draw(p, k, Math.round(fromMs + (i + p.next() * 0.8) * slot)));
+  const quiet = Array.from({ length: each }, (_, i) => draw(p, "sql-errors-generation", fromMs + i * 12_000));
+  const start = fromMs + quiet.reduce((end, f) => Math.max(end, f.at - fromMs + f.holdMs), 0) + QUIET_AFTER_MS;
+  const kinds = p.shuffle(FAULT_KINDS.filter((k) => k !== "sql-errors-generation").flatMap((k) => Array.from({ length: each }, () => k)));
+  const slot = Math.max(0, toMs - start) / kinds.length;
+  return [...quiet, ...kinds.map((k, i) => draw(p, k, Math.round(start + (i + p.next() * 0.8) * slot)))];
 }
+
+/** After the quiet generation-error window: its lateness is judged before the next fault starts. */
+const QUIET_AFTER_MS = 4000;
 
 /** Long form: a fault of a random kind every [gapMin, gapMax] ms over [fromMs, toMs]. */
 export function planRandom(p: Prng, fromMs: number, toMs: number, gapMin = 2000, gapMax = 6000): PlannedFault[] {
