@@ -5,6 +5,7 @@ import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { openIndex } from "./index/open-index.ts";
 import { rebuildIndex } from "./index/index-rebuild.ts";
 import { createLogger } from "./obs/log.ts";
+import { installProcessGuards } from "./obs/process-guards.ts";
 import { startRuntime, StartAborted, type Runtime } from "./runtime.ts";
 import { DataDirLockedError } from "./store/dir-lock.ts";
 import { migrate } from "./store/migrate.ts";
@@ -137,6 +138,7 @@ async function main(argv: string[]): Promise<void> {
   if (command !== "") fail(`unknown command ${JSON.stringify(command)}; see scheduler --help`);
 
   const log = createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
+  installProcessGuards(log);
   if (config.testClockOffsetMs !== 0) {
     log.warn({ offset_ms: config.testClockOffsetMs }, "SCHEDULER_TEST_CLOCK_OFFSET_MS is set: this process's clock is shifted on purpose; a test-only setting, never for production");
   }
