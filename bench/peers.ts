@@ -19,6 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { RedisClient } from "bun";
+import postgres from "postgres";
 import { duration, UsageError, whole } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { describeServer, environmentRows, type ServerInfo } from "./lib/server.ts";
@@ -26,7 +27,6 @@ import { keyValues, percentile, table } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
 import { costBetween, PgCost, type Cost } from "./peers/pg-cost.ts";
 import { BullmqSystem, GraphileSystem, SchedulerSystem, type System, type SystemContext } from "./peers/systems.ts";
-import postgres from "postgres";
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -225,6 +225,7 @@ const ROWS: Row[] = [
   { label: "herd: due → last call, s", higher: false, digits: 2, value: (r) => of(r, "herd")?.drainSeconds },
   { label: "lag p50, ms", higher: false, digits: 0, value: (r) => of(r, "lag")?.lagP50 },
   { label: "lag p99, ms", higher: false, digits: 0, value: (r) => of(r, "lag")?.lagP99 },
+  { label: "create (herd), jobs/s", higher: true, digits: 0, value: (r) => { const h = of(r, "herd"); return h && h.createSeconds > 0 ? h.jobs / h.createSeconds : undefined; } },
   { label: "commits / job (burst)", higher: false, digits: 3, value: (r) => { const b = of(r, "burst"); return b?.cost ? b.cost.commits / b.jobs : undefined; } },
   { label: "statements / job (burst)", higher: false, digits: 3, value: (r) => { const b = of(r, "burst"); return b?.cost?.statements !== undefined ? b.cost.statements / b.jobs : undefined; } },
   { label: "peak RSS MiB (max of scenarios)", higher: false, digits: 0, value: (r) => { const v = r.map((x) => x.peakRssMiB).filter((x): x is number => x !== undefined); return v.length ? Math.max(...v) : undefined; } },
@@ -345,6 +346,7 @@ async function main(): Promise<number> {
     "(N×) = the figure / the best of the two peers' for that row; ↑ higher is better, ↓ lower is better.",
     "burst: jobs already due when the delivering process starts, N / (last first call − first call).",
     "herd: jobs due at one instant created ahead, due instant → last first call. lag: first call − due, nearest rank.",
+    "create: the herd's jobs / the time to create them (scheduler: POST /v1/jobs/batch; graphile-worker: addJobs; BullMQ: addBulk; 1000 a call, 2 in flight).",
     "commits / job: pg_stat_database.xact_commit of the system's database, burst start → stop, / jobs;",
     "statements / job: pg_stat_statements calls (top level, without BEGIN/COMMIT) over the same span. peak RSS: VmHWM of the delivering process.",
     "",
