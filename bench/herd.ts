@@ -25,6 +25,7 @@ import { passedThrough, SchedulerProcess } from "./lib/scheduler-process.ts";
 import { keyValues, table } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
 import { benchHarness } from "./lib/harness.ts";
+import { describeServer, environmentRows, type ServerInfo } from "./lib/server.ts";
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 /** Progress (creation, deliveries so far) only for a person watching; errors always. */
@@ -102,7 +103,8 @@ function parseHerdArgs(argv: string[]): HerdArgs | undefined {
 
 interface DbCheck {
   version: string;
-  settings: string;
+  /** The server and its settings; undefined on PGlite. */
+  server?: ServerInfo;
   statuses: Record<string, number>;
   attempts: number;
 }
@@ -110,12 +112,10 @@ interface DbCheck {
 async function inspectDb(db: Db, postgres: boolean): Promise<DbCheck> {
   try {
     const [{ version }] = await db.query<{ version: string }>("SELECT version() AS version");
-    const names = postgres ? ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "work_mem", "max_connections", "autovacuum"] : [];
-    const settings: string[] = [];
-    for (const n of names) settings.push(`${n}=${(await db.query<{ v: string }>(`SELECT current_setting('${n}') AS v`))[0].v}`);
+    const server = postgres ? await describeServer((q) => db.query(q)) : undefined;
     const rows = await db.query<{ status: string; n: number }>("SELECT status, count(*)::int AS n FROM jobs GROUP BY status ORDER BY status");
     const [{ n }] = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts");
-    return { version, settings: settings.join(" ") || "-", statuses: Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])), attempts: Number(n) };
+    return { version, server, statuses: Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])), attempts: Number(n) };
   } finally {
     await db.close();
   }
@@ -257,14 +257,7 @@ function report(r: {
       ["first call", f.lagMs ? `${f.lagMs.min} ms after the due instant` : "-"],
       ["scheduler RSS", `peak ${f.peakRssBeforeDue === null ? "-" : mib(f.peakRssBeforeDue)} MiB before the due instant (start + creation), ${f.peakRss === null ? "-" : mib(f.peakRss)} MiB after the drain; ${f.rssAfter === null ? "-" : mib(f.rssAfter)} MiB at the end`],
       ["cpu in drain", `scheduler ${num(f.cpu.scheduler)} %, bench + target ${num(f.cpu.bench)} %, others (PostgreSQL) ${num(f.cpu.other)} % of one core; machine ${num(f.cpu.machineBusy)} % busy`],
-      ["cpu", r.machine.cpu],
-      ["cores", String(r.machine.cores)],
-      ["memory", r.machine.memory],
-      ["os", r.machine.os],
-      ["bun", r.machine.bun],
-      ["postgres", r.machine.postgres],
-      ["pg settings", r.check.settings],
-      ["driver", r.machine.driver],
+      ...environmentRows(r.machine, r.check.server),
       ["jobs after", `${Object.entries(r.check.statuses).map(([s, n]) => `${n} ${s}`).join(", ")}; ${r.check.attempts} attempts`],
     ]),
     "",

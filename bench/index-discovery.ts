@@ -23,6 +23,7 @@ import { migrate } from "../src/store/migrate.ts";
 import { openPostgres } from "../src/store/postgres-driver.ts";
 import { createDatabase, dropDatabase } from "../test/helpers/db.ts";
 import { describeMachine, packageVersion, type Machine } from "./lib/machine.ts";
+import { describeServer, settingsLine } from "./lib/server.ts";
 import { keyValues, percentile, table } from "./lib/stats.ts";
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
@@ -482,12 +483,12 @@ async function main(): Promise<number> {
     let server: ServerInfo;
     try {
       const [{ version }] = await info.query<{ version: string }>("SELECT version() AS version");
-      const names = ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "work_mem", "random_page_cost", "jit"];
-      const settings = [];
-      for (const n of names) settings.push(`${n}=${(await info.query<{ v: string }>(`SELECT current_setting('${n}') AS v`))[0].v}`);
+      const pg = await describeServer((q) => info.query(q));
+      const planner: string[] = [];
+      for (const n of ["random_page_cost", "jit"]) planner.push(`${n}=${(await info.query<{ v: string }>(`SELECT current_setting('${n}') AS v`))[0].v}`);
       server = {
         pgVersion: version,
-        pgSettings: settings.join(" "),
+        pgSettings: `${settingsLine(pg)}; ${planner.join(" ")}`,
         redisVersion: `Redis ${(await infoField(redisAdmin, "server", "redis_version")) ?? "?"}`,
         redisAllocator: (await infoField(redisAdmin, "memory", "mem_allocator")) ?? "?",
       };

@@ -20,6 +20,7 @@ import { openPostgres } from "../src/store/postgres-driver.ts";
 import { UsageError, whole } from "./lib/args.ts";
 import { benchHarness } from "./lib/harness.ts";
 import { describeMachine } from "./lib/machine.ts";
+import { describeServer, settingsLine } from "./lib/server.ts";
 import { SchedulerProcess } from "./lib/scheduler-process.ts";
 import { table } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
@@ -119,7 +120,10 @@ async function main(): Promise<number> {
         processes: k, jobs: a.jobs, drainS, perSec: a.jobs / drainS, firstCallMs: t!.first.getTime() - due, spread,
         cpuS: procs.reduce((s, p) => s + (p.cpuSeconds() ?? 0), 0) - cpu0,
       });
-      machine ||= JSON.stringify(describeMachine((await db.query<{ v: string }>("SELECT current_setting('server_version') AS v"))[0]!.v, "postgres.js"));
+      if (!machine) {
+        const server = await describeServer((q) => db.query(q));
+        machine = JSON.stringify({ ...describeMachine(server.version, "postgres.js"), settings: settingsLine(server) });
+      }
     } finally {
       await h.cleanup();
     }
@@ -127,7 +131,8 @@ async function main(): Promise<number> {
   target.stop();
   const m = JSON.parse(machine);
   process.stdout.write(`\nsharded dispatch: ${a.jobs} jobs due at one instant, SCHEDULER_SHARDS=${a.shards}, WORKER_CONCURRENCY=${a.concurrency} per process\n`);
-  process.stdout.write(`machine: ${m.cpu}, ${m.cores} cores, ${m.memory}; ${m.os}; Bun ${m.bun}; PostgreSQL ${m.postgres}\n\n`);
+  process.stdout.write(`machine: ${m.cpu}, ${m.cores} cores, ${m.memory}; ${m.os}; Bun ${m.bun}\n`);
+  process.stdout.write(`postgres: ${m.postgres}\npg settings: ${m.settings}\n\n`);
   process.stdout.write(`${table(["processes", "shards held", "jobs", "first call (ms after due)", "drained in (s)", "jobs/s", "scheduler CPU (s)"],
     rows.map((r) => [String(r.processes), r.spread, String(r.jobs), String(r.firstCallMs), r.drainS.toFixed(2), r.perSec.toFixed(0), r.cpuS.toFixed(1)]))}\n`);
   return 0;

@@ -22,6 +22,7 @@ import { passedThrough, SchedulerProcess } from "./lib/scheduler-process.ts";
 import { cpuTable, keyValues, phaseFigures, resultsTable, type CpuShare, type PhaseFigures } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
 import { benchHarness } from "./lib/harness.ts";
+import { describeServer, environmentRows, type ServerInfo } from "./lib/server.ts";
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -124,20 +125,19 @@ async function runPhase(p: {
 
 interface DbCheck {
   version: string;
-  /** The server settings that move these figures most. */
-  settings: string;
+  /** The server and its settings; undefined on PGlite. */
+  server?: ServerInfo;
   statuses: Record<string, number>;
   attempts: number;
 }
 
-async function inspectDb(db: Db): Promise<DbCheck> {
+async function inspectDb(db: Db, postgres: boolean): Promise<DbCheck> {
   try {
     const [{ version }] = await db.query<{ version: string }>("SELECT version() AS version");
-    const names = ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers"];
-    const settings = (await Promise.all(names.map(async (n) => `${n}=${(await db.query<{ v: string }>(`SELECT current_setting('${n}') AS v`))[0].v}`))).join(" ");
+    const server = postgres ? await describeServer((q) => db.query(q)) : undefined;
     const rows = await db.query<{ status: string; n: number }>("SELECT status, count(*)::int AS n FROM jobs GROUP BY status ORDER BY status");
     const [{ n }] = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts");
-    return { version, settings, statuses: Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])), attempts: Number(n) };
+    return { version, server, statuses: Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])), attempts: Number(n) };
   } finally {
     await db.close();
   }
@@ -195,7 +195,7 @@ async function main(): Promise<number> {
 
     say("bench: stopping the scheduler (SIGTERM)");
     const schedulerExit = await sched.stop();
-    const check = await inspectDb(dbUrl ? openPostgres({ url: dbUrl, maxConnections: 1 }) : await openPglite({ dataDir }));
+    const check = await inspectDb(dbUrl ? openPostgres({ url: dbUrl, maxConnections: 1 }) : await openPglite({ dataDir }), !!dbUrl);
     const driver = dbUrl ? `postgres.js ${packageVersion("postgres")}` : `PGlite ${packageVersion("@electric-sql/pglite")} (embedded)`;
     const machine = describeMachine(check.version, driver);
 
@@ -268,14 +268,7 @@ function report(r: {
     `(with a PostgreSQL server on this machine, mostly PostgreSQL)`,
     "",
     keyValues([
-      ["cpu", r.machine.cpu],
-      ["cores", String(r.machine.cores)],
-      ["memory", r.machine.memory],
-      ["os", r.machine.os],
-      ["bun", r.machine.bun],
-      ["postgres", r.machine.postgres],
-      ["pg settings", r.check.settings],
-      ["driver", r.machine.driver],
+      ...environmentRows(r.machine, r.check.server),
       ["jobs after", `${Object.entries(r.check.statuses).map(([s, n]) => `${n} ${s}`).join(", ")}; ${r.check.attempts} attempts`],
       ["creation", r.phases.map((p) => `${p.phase} ${p.createSeconds.toFixed(2)} s`).join(", ")],
     ]),

@@ -256,16 +256,33 @@ ensure_postgres() {
     return 1
   fi
 
-  # Durability off (fsync etc.) because nothing here needs to survive a crash
-  # and it makes schema-heavy test setup much faster. Many
-  # connections because test suites run pools in parallel. The socket goes in
-  # our own dir, as the default (/var/run/postgresql) may not exist or may
-  # belong to the system cluster.
+  # Two profiles (SERVICES_PG_PROFILE). "test" (the default): durability off
+  # (fsync etc.), because nothing here needs to survive a crash and it makes
+  # schema-heavy test setup much faster. "bench": production durability, because
+  # a commit's flush is the cost that dominates delivery in production and a
+  # bench without it measures something else; "bench-fast" is the bench on the
+  # test settings, for a quick look, and the benches say so in their output.
+  # Both bench profiles load pg_stat_statements when the server has it, so the
+  # benches can count statements per job. Many connections because test suites
+  # run pools in parallel. The socket goes in our own dir, as the default
+  # (/var/run/postgresql) may not exist or may belong to the system cluster.
+  local profile="${SERVICES_PG_PROFILE:-test}" durability extra=""
+  case "$profile" in
+    test | bench-fast) durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" ;;
+    bench) durability="-c fsync=on -c synchronous_commit=on -c full_page_writes=on" ;;
+    *)
+      _services_log "SERVICES_PG_PROFILE must be test, bench or bench-fast (got '$profile')"
+      return 1
+      ;;
+  esac
+  if [[ "$profile" != test && -f "$bin/../lib/pg_stat_statements.so" ]]; then
+    extra="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=10000"
+  fi
   local port attempt
   for attempt in 1 2 3; do
     port="$(_services_free_port)" || return 1
     if _services_as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-      -o "-p $port -k $q_dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=256MB" \
+      -o "-p $port -k $q_dir -c listen_addresses=127.0.0.1 $durability $extra -c max_connections=400 -c shared_buffers=256MB" \
       start >/dev/null 2>&1; then
       break
     fi
@@ -288,7 +305,13 @@ ensure_postgres() {
   # Tests that start their own clusters (failover, restarts) need the same
   # server version we just used, not whatever happens to be on PATH.
   export PG_BIN="$bin"
-  _services_log "postgres ${version:-?} on 127.0.0.1:$port (throwaway)"
+  if [[ -n "$extra" ]]; then
+    # The view lives in whichever database has the extension; the admin database will do.
+    _services_as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAt \
+      -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null 2>&1 ||
+      _services_log "could not create the pg_stat_statements extension; statement counts will be missing"
+  fi
+  _services_log "postgres ${version:-?} on 127.0.0.1:$port (throwaway, $profile settings)"
 }
 
 # --------------------------------------------------------------------------

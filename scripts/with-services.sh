@@ -8,11 +8,35 @@
 #
 # The command sees TEST_DATABASE_URL, TEST_REDIS_URL and PG_BIN (see
 # services.sh). Its exit code becomes ours; the servers are removed either way.
+#
+# This is how the benches run, so the throwaway PostgreSQL gets production
+# durability (fsync, synchronous_commit, full_page_writes on) and
+# pg_stat_statements. `--fast` anywhere in the arguments (it is taken out before
+# the command runs), or SCHEDULER_BENCH_FAST=1, gives it the test suite's fast
+# settings instead; the benches print the settings they ran on.
 set -euo pipefail
 
+args=()
+fast="${SCHEDULER_BENCH_FAST:-}"
+[[ "$fast" == 0 ]] && fast=""
+for arg in "$@"; do
+  if [[ "$arg" == --fast ]]; then
+    fast=1
+  else
+    args+=("$arg")
+  fi
+done
+set -- "${args[@]+"${args[@]}"}"
+
 if [[ $# -eq 0 ]]; then
-  echo "usage: bash scripts/with-services.sh COMMAND [ARGS...]" >&2
+  echo "usage: bash scripts/with-services.sh [--fast] COMMAND [ARGS...]" >&2
   exit 2
+fi
+
+if [[ -n "$fast" ]]; then
+  export SERVICES_PG_PROFILE=bench-fast SCHEDULER_BENCH_FAST=1
+else
+  export SERVICES_PG_PROFILE="${SERVICES_PG_PROFILE:-bench}"
 fi
 
 # shellcheck source=scripts/services.sh

@@ -28,7 +28,7 @@ async function freePort(): Promise<number> {
 export function passedThrough(env: Record<string, string | undefined> = process.env): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
-    if (k.startsWith("SCHEDULER_") && k !== "SCHEDULER_ALLOW_PRIVATE_TARGETS" && k !== "SCHEDULER_DATA_DIR" && v !== undefined) out[k] = v;
+    if (k.startsWith("SCHEDULER_") && !k.startsWith("SCHEDULER_BENCH_") && k !== "SCHEDULER_ALLOW_PRIVATE_TARGETS" && k !== "SCHEDULER_DATA_DIR" && v !== undefined) out[k] = v;
   }
   return out;
 }

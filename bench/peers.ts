@@ -1,0 +1,379 @@
+#!/usr/bin/env bun
+/**
+ * The scheduler next to graphile-worker and BullMQ, on the same server, the same loopback
+ * target and the same number of calls in flight, through three scenarios:
+ *
+ *   burst  N jobs already due when delivery starts: deliveries/s, first call → last call
+ *   herd   N jobs due at one instant, created ahead: due instant → last call, s
+ *   lag    N jobs due evenly over S seconds: call − due, p50 / p99 ms
+ *
+ * plus, from the burst, the commits and statements PostgreSQL ran per delivered job and the
+ * peak memory of each system's process set. Every figure is printed with its ratio to the best
+ * of the two peers. See bench/README.md.
+ *
+ *   npm run bench:peers                 # 20,000 / 50,000 / 2,000 jobs, durable PostgreSQL
+ *   npm run bench:peers -- --quick      # 2,000 / 5,000 / 500
+ */
+import { rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { RedisClient } from "bun";
+import postgres from "postgres";
+import { duration, UsageError, whole } from "./lib/args.ts";
+import { describeMachine, packageVersion } from "./lib/machine.ts";
+import { describeServer, environmentRows, type ServerInfo } from "./lib/server.ts";
+import { keyValues, percentile, table } from "./lib/stats.ts";
+import { RecordingTarget } from "./lib/target.ts";
+import { costBetween, PgCost, type Cost } from "./peers/pg-cost.ts";
+import { BullmqSystem, GraphileSystem, SchedulerSystem, type System, type SystemContext } from "./peers/systems.ts";
+
+const say = (line: string) => process.stderr.write(`${line}\n`);
+
+const USAGE = `usage: bun bench/peers.ts [options]     (npm run bench:peers -- [options])
+
+  --quick            smaller runs: --burst 2000 --herd 5000 --lag 500
+  --burst N          jobs already due when delivery starts (20000)
+  --herd N           jobs due at one instant (50000)
+  --lag N            jobs due evenly over --spread (2000)
+  --spread DUR       the lag scenario's spread (10s)
+  --concurrency N    calls in flight, every system (32)
+  --systems LIST     which to run, comma-separated: scheduler,graphile-worker,bullmq (all)
+  --timeout DUR      per scenario, from its first due instant (300s)
+  --json FILE        also write every figure as JSON
+  --fast             (to npm run bench:peers) PostgreSQL without fsync: NOT production figures
+
+DUR: 5, 5s, 500ms, 2m. Needs PostgreSQL (DATABASE_URL or TEST_DATABASE_URL) and Redis
+(REDIS_URL or TEST_REDIS_URL); npm run bench:peers starts throwaway ones.`;
+
+interface Args {
+  burst: number;
+  herd: number;
+  lag: number;
+  spreadMs: number;
+  concurrency: number;
+  systems: string[];
+  timeoutMs: number;
+  quick: boolean;
+  json?: string;
+}
+
+const ALL = ["scheduler", "graphile-worker", "bullmq"];
+
+function parse(argv: string[]): Args | undefined {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        quick: { type: "boolean" }, burst: { type: "string" }, herd: { type: "string" }, lag: { type: "string" }, spread: { type: "string" },
+        concurrency: { type: "string" }, systems: { type: "string" }, timeout: { type: "string" }, json: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }));
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return undefined;
+  }
+  const q = !!values.quick;
+  const systems = values.systems ? values.systems.split(",").map((s) => s.trim().toLowerCase()) : ALL;
+  for (const s of systems) if (!ALL.includes(s)) throw new UsageError(`--systems: unknown system ${JSON.stringify(s)} (known: ${ALL.join(", ")})`);
+  return {
+    quick: q,
+    burst: values.burst ? whole("burst", values.burst, 1, 1_000_000) : q ? 2000 : 20_000,
+    herd: values.herd ? whole("herd", values.herd, 1, 1_000_000) : q ? 5000 : 50_000,
+    lag: values.lag ? whole("lag", values.lag, 1, 1_000_000) : q ? 500 : 2000,
+    spreadMs: values.spread ? duration("spread", values.spread) : 10_000,
+    concurrency: values.concurrency ? whole("concurrency", values.concurrency, 1, 10_000) : 32,
+    systems,
+    timeoutMs: values.timeout ? duration("timeout", values.timeout) : 300_000,
+    json: values.json,
+  };
+}
+
+interface Checks {
+  missing: number;
+  duplicates: number;
+  early: number;
+  late: number;
+}
+
+interface ScenarioResult extends Checks {
+  scenario: "burst" | "herd" | "lag";
+  jobs: number;
+  createSeconds: number;
+  /** burst: N / (last first call − first call). */
+  perSecond?: number;
+  /** herd: due instant → last first call, s. */
+  drainSeconds?: number;
+  lagP50?: number;
+  lagP99?: number;
+  peakRssMiB?: number;
+  exitCode: number;
+  cost?: Cost;
+  extra?: Record<string, number>;
+}
+
+/** Lead time before the first due instant: creation of every system must fit in it. */
+const leadMs = (n: number) => 3000 + Math.ceil(n * 0.25);
+
+async function waitDelivered(sys: System, target: RecordingTarget, phase: number, n: number, deadline: number): Promise<void> {
+  while (target.delivered(phase) < n && Date.now() < deadline) {
+    sys.assertAlive();
+    await Bun.sleep(10);
+  }
+}
+
+function checks(due: Map<string, number>, arrivals: Map<string, number[]>): Checks & { firsts: number[]; lags: number[] } {
+  let missing = 0;
+  let duplicates = 0;
+  let early = 0;
+  const firsts: number[] = [];
+  const lags: number[] = [];
+  for (const [k, at] of due) {
+    const calls = arrivals.get(k);
+    if (!calls) {
+      missing++;
+      continue;
+    }
+    duplicates += calls.length - 1;
+    for (const c of calls) if (c < at) early++;
+    firsts.push(calls[0]);
+    lags.push(calls[0] - at);
+  }
+  return { missing, duplicates, early, late: 0, firsts, lags };
+}
+
+async function runScenario(p: {
+  sys: System;
+  scenario: "burst" | "herd" | "lag";
+  n: number;
+  args: Args;
+  target: RecordingTarget;
+  phase: number;
+  cost?: PgCost;
+  statements: boolean;
+}): Promise<ScenarioResult> {
+  const { sys, scenario, n, args, target, phase } = p;
+  await sys.setup(scenario);
+  try {
+    let created;
+    let before;
+    let dueInstant = 0;
+    if (scenario === "burst") {
+      created = await sys.create(new Array(n).fill(Date.now()), scenario);
+      target.expect(phase, created.due.keys());
+      if (p.cost && sys.database) {
+        if (!(await p.cost.quiet(sys.database))) say(`peers: ${sys.name}: connections still open before the burst; its counts may be off`);
+        before = await p.cost.snapshot(sys.database, p.statements);
+      }
+      await sys.start();
+    } else {
+      await sys.start();
+      const first = Date.now() + leadMs(n);
+      const dues = scenario === "herd" ? new Array(n).fill(first) : Array.from({ length: n }, (_, i) => first + Math.floor((i * args.spreadMs) / n));
+      dueInstant = first;
+      created = await sys.create(dues, scenario);
+      target.expect(phase, created.due.keys());
+    }
+    say(`peers: ${sys.name} ${scenario}: ${n} jobs created in ${created.seconds.toFixed(2)} s`);
+    const firstDue = Math.min(...created.due.values());
+    await waitDelivered(sys, target, phase, n, Math.max(firstDue, Date.now()) + args.timeoutMs);
+    await Bun.sleep(1000); // repeated calls would come now
+    const rss = sys.peakRss();
+    const extra = scenario === "burst" ? await sys.extra?.() : undefined;
+    const exitCode = await sys.stop();
+    let cost: Cost | undefined;
+    if (before && p.cost && sys.database) {
+      if (!(await p.cost.quiet(sys.database))) say(`peers: ${sys.name}: connections still open after the burst; its counts may be off`);
+      cost = costBetween(before, await p.cost.snapshot(sys.database, p.statements));
+    }
+    const c = checks(created.due, target.arrivals);
+    const r: ScenarioResult = {
+      scenario, jobs: n, createSeconds: created.seconds, missing: c.missing, duplicates: c.duplicates, early: c.early, late: created.late,
+      peakRssMiB: rss === undefined ? undefined : rss / 2 ** 20, exitCode, cost, extra,
+    };
+    const firsts = c.firsts.sort((a, b) => a - b);
+    if (scenario === "burst" && firsts.length > 1) r.perSecond = (firsts.length / (firsts[firsts.length - 1] - firsts[0])) * 1000;
+    if (scenario === "herd" && firsts.length) r.drainSeconds = (firsts[firsts.length - 1] - dueInstant) / 1000;
+    if (scenario === "lag" && c.lags.length) {
+      const lags = c.lags.sort((a, b) => a - b);
+      r.lagP50 = percentile(lags, 50);
+      r.lagP99 = percentile(lags, 99);
+    }
+    say(`peers: ${sys.name} ${scenario}: ${target.delivered(phase)}/${n} delivered; ${JSON.stringify({ ...r, cost: undefined })}`);
+    return r;
+  } finally {
+    await sys.teardown();
+  }
+}
+
+interface Row {
+  label: string;
+  /** Higher is better (rates); otherwise lower is. */
+  higher: boolean;
+  digits: number;
+  value: (r: ScenarioResult[]) => number | undefined;
+}
+
+const of = (rs: ScenarioResult[], s: string) => rs.find((r) => r.scenario === s);
+const ROWS: Row[] = [
+  { label: "burst: deliveries/s", higher: true, digits: 0, value: (r) => of(r, "burst")?.perSecond },
+  { label: "herd: due → last call, s", higher: false, digits: 2, value: (r) => of(r, "herd")?.drainSeconds },
+  { label: "lag p50, ms", higher: false, digits: 0, value: (r) => of(r, "lag")?.lagP50 },
+  { label: "lag p99, ms", higher: false, digits: 0, value: (r) => of(r, "lag")?.lagP99 },
+  { label: "create (herd), jobs/s", higher: true, digits: 0, value: (r) => { const h = of(r, "herd"); return h && h.createSeconds > 0 ? h.jobs / h.createSeconds : undefined; } },
+  { label: "commits / job (burst)", higher: false, digits: 3, value: (r) => { const b = of(r, "burst"); return b?.cost ? b.cost.commits / b.jobs : undefined; } },
+  { label: "statements / job (burst)", higher: false, digits: 3, value: (r) => { const b = of(r, "burst"); return b?.cost?.statements !== undefined ? b.cost.statements / b.jobs : undefined; } },
+  { label: "peak RSS MiB (max of scenarios)", higher: false, digits: 0, value: (r) => { const v = r.map((x) => x.peakRssMiB).filter((x): x is number => x !== undefined); return v.length ? Math.max(...v) : undefined; } },
+];
+
+function comparison(results: Map<string, ScenarioResult[]>): string {
+  const names = [...results.keys()];
+  const peers = names.filter((n) => n !== "scheduler");
+  const rows = ROWS.map((row) => {
+    const values = names.map((n) => row.value(results.get(n)!));
+    const peerValues = peers.map((n) => row.value(results.get(n)!)).filter((v): v is number => v !== undefined && Number.isFinite(v) && v > 0);
+    const best = peerValues.length ? (row.higher ? Math.max(...peerValues) : Math.min(...peerValues)) : undefined;
+    return [row.label + (row.higher ? " ↑" : " ↓"), ...values.map((v) => {
+      if (v === undefined || !Number.isFinite(v)) return "-";
+      const ratio = best ? ` (${(v / best).toFixed(2)}×)` : "";
+      return `${v.toFixed(row.digits)}${ratio}`;
+    })];
+  });
+  const checksRow = (label: string, f: (r: ScenarioResult) => number) => [label, ...names.map((n) => String(results.get(n)!.reduce((s, r) => s + f(r), 0)))];
+  rows.push(checksRow("missing (all scenarios)", (r) => r.missing), checksRow("duplicate calls", (r) => r.duplicates), checksRow("early calls", (r) => r.early));
+  return table(["figure", ...names], rows);
+}
+
+async function main(): Promise<number> {
+  let args: Args | undefined;
+  try {
+    args = parse(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof UsageError) {
+      say(`peers: ${err.message}\n\n${USAGE}`);
+      return 2;
+    }
+    throw err;
+  }
+  if (!args) return 0;
+  const adminUrl = process.env.DATABASE_URL || process.env.TEST_DATABASE_URL;
+  const redisUrl = process.env.REDIS_URL || process.env.TEST_REDIS_URL;
+  if (!adminUrl) {
+    say("peers: needs PostgreSQL: set DATABASE_URL, or run npm run bench:peers (starts a throwaway server)");
+    return 2;
+  }
+  process.env.TEST_DATABASE_URL = adminUrl; // createDatabase/dropDatabase read it
+
+  const logFile = join(tmpdir(), `scheduler-peers-${process.pid}.log`);
+  writeFileSync(logFile, "");
+  const target = new RecordingTarget();
+  const cost = new PgCost(adminUrl);
+  const ctx: SystemContext = { targetUrl: target.url, concurrency: args.concurrency, logFile, redisUrl };
+  const systems: System[] = [];
+  for (const s of args.systems) {
+    if (s === "scheduler") systems.push(new SchedulerSystem(ctx));
+    if (s === "graphile-worker") systems.push(new GraphileSystem(ctx));
+    if (s === "bullmq") systems.push(new BullmqSystem(ctx));
+  }
+  let current: System | undefined;
+  const onSignal = () => {
+    say("peers: interrupted; stopping the current system");
+    (current?.teardown() ?? Promise.resolve()).finally(() => process.exit(130));
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+
+  let server: ServerInfo;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  try {
+    server = await describeServer((q) => admin.unsafe(q) as never);
+  } finally {
+    await admin.end();
+  }
+  const statements = await cost.hasStatements();
+  if (!server.durable) say("peers: WARNING the server is not durable (fsync/synchronous_commit off): these are not production figures");
+  if (!statements) say("peers: pg_stat_statements is not available; statements per job will be missing");
+
+  const results = new Map<string, ScenarioResult[]>();
+  const problems: string[] = [];
+  let phase = 0;
+  try {
+    for (const sys of systems) {
+      current = sys;
+      const rs: ScenarioResult[] = [];
+      for (const [scenario, n] of [["burst", args.burst], ["herd", args.herd], ["lag", args.lag]] as const) {
+        const r = await runScenario({ sys, scenario, n, args, target, phase: phase++, cost, statements });
+        rs.push(r);
+        if (r.missing) problems.push(`${sys.name} ${scenario}: ${r.missing} jobs never called`);
+        if (r.duplicates) problems.push(`${sys.name} ${scenario}: ${r.duplicates} repeated calls`);
+        if (r.early) problems.push(`${sys.name} ${scenario}: ${r.early} calls before the due time`);
+        if (r.exitCode !== 0) problems.push(`${sys.name} ${scenario}: its process exited with code ${r.exitCode} on SIGTERM`);
+      }
+      results.set(sys.name, rs);
+    }
+  } catch (err) {
+    say(`peers: FAILED: ${(err as Error).stack ?? err}`);
+    say(`peers: the processes' output is in ${logFile}`);
+    await current?.teardown();
+    return 1;
+  } finally {
+    target.stop();
+    await cost.close();
+    for (const s of systems) if (s instanceof BullmqSystem) s.close();
+  }
+  if (target.unexpected) problems.push(`${target.unexpected} calls with a key no scenario created`);
+  if (target.withoutId) problems.push(`${target.withoutId} calls without a webhook-id`);
+
+  let redisVersion = "-";
+  if (redisUrl && args.systems.includes("bullmq")) {
+    const r = new RedisClient(redisUrl);
+    redisVersion = /^redis_version:(.*)$/m.exec(String(await r.send("INFO", ["server"])))?.[1]?.trim() ?? "?";
+    r.close();
+  }
+  const machine = describeMachine(server.version, `postgres.js ${packageVersion("postgres")}, graphile-worker ${packageVersion("graphile-worker")} (pg ${packageVersion("pg")}), BullMQ ${packageVersion("bullmq")} (Bun RedisClient)`);
+
+  const out: string[] = [
+    "",
+    `peers: ${args.burst} burst / ${args.herd} herd / ${args.lag} lag jobs (over ${args.spreadMs / 1000} s), ${args.concurrency} calls in flight each, one loopback Bun target answering 200${args.quick ? " (--quick)" : ""}`,
+    "",
+    comparison(results),
+    "",
+    "(N×) = the figure / the best of the two peers' for that row; ↑ higher is better, ↓ lower is better.",
+    "burst: jobs already due when the delivering process starts, N / (last first call − first call).",
+    "herd: jobs due at one instant created ahead, due instant → last first call. lag: first call − due, nearest rank.",
+    "create: the herd's jobs / the time to create them (scheduler: POST /v1/jobs/batch; graphile-worker: addJobs; BullMQ: addBulk; 1000 a call, 2 in flight).",
+    "commits / job: pg_stat_database.xact_commit of the system's database, burst start → stop, / jobs;",
+    "statements / job: pg_stat_statements calls (top level, without BEGIN/COMMIT) over the same span. peak RSS: VmHWM of the delivering process.",
+    "",
+  ];
+  for (const [name, rs] of results) {
+    const b = of(rs, "burst");
+    if (b?.cost?.top) {
+      out.push(`${name}: statements per job in the burst (top ${b.cost.top.length}):`);
+      for (const t of b.cost.top) out.push(`  ${(t.calls / b.jobs).toFixed(3).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 110)}`);
+    }
+    if (b?.extra) out.push(`${name}: ${Object.entries(b.extra).map(([k, v]) => `${k.replaceAll("_", " ")} ${v.toFixed(k.includes("mib") ? 0 : 2)}`).join(", ")}`);
+  }
+  out.push(
+    "",
+    keyValues([...environmentRows(machine, server), ["redis", redisVersion]]),
+    "",
+    ...[...results].flatMap(([name, rs]) => rs.filter((r) => r.late > 0).map((r) => `WARNING ${name} ${r.scenario}: ${r.late} jobs created after their due time (their lag includes creation)`)),
+    problems.length === 0 ? "OK: every system called every job exactly once, none before its due time" : `FAILED:\n${problems.map((x) => `  ${x}`).join("\n")}`,
+  );
+  process.stdout.write(`${out.join("\n")}\n`);
+  if (args.json) {
+    writeFileSync(args.json, `${JSON.stringify({ when: new Date().toISOString(), args, server, machine, results: Object.fromEntries(results), problems }, null, 2)}\n`);
+    say(`peers: figures written to ${args.json}`);
+  }
+  if (problems.length) say(`peers: the processes' output is in ${logFile}`);
+  else rmSync(logFile, { force: true });
+  return problems.length ? 1 : 0;
+}
+
+process.exit(await main());
