@@ -1,6 +1,6 @@
 import type { Db } from "../store/db.ts";
 import type { JobRow } from "../store/types.ts";
-import { claimQueued, deferJobs, releaseJobs, releaseUncalled, startAttempts } from "../store/worker-queries.ts";
+import { claimQueued, deferJobs, releaseJobs, startAttempts } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { Sleeper } from "../time/sleeper.ts";
@@ -13,6 +13,7 @@ import { PayloadCache } from "./payload-cache.ts";
 import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
 import { HeldPump } from "./held-pump.ts";
 import { SlotLedger } from "./slot-ledger.ts";
+import { giveBackUncalled } from "./give-back-uncalled.ts";
 import { DbClock } from "../time/db-clock.ts";
 
 export interface WorkerOptions {
@@ -370,7 +371,7 @@ export class Worker {
         this.limiter.forget(f.job.id);
         this.inflight.delete(f.job.id);
       }
-      this.handled(this.giveBackUncalled(ready));
+      this.handled(giveBackUncalled({ db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping }, ready.map((f) => ({ id: f.job.id, gen: f.gen }))));
       throw err;
     }
     // Opened attempts are called before anything else can fail.
@@ -402,30 +403,6 @@ export class Worker {
         this.inflight.delete(f.job.id);
       }
       throw err;
-    }
-  }
-
-  /**
-   * Jobs whose pre-call check got no answer: back by owner and generation, retried until that
-   * succeeds or their lease has lapsed (no longer renewed: the reaper has them then; a give-back
-   * that comes later matches nothing). A stop cuts the retries short.
-   */
-  private async giveBackUncalled(fs: InFlight[]): Promise<void> {
-    const until = Date.now() + this.o.leaseTtlMs;
-    const jobs = fs.map((f) => ({ id: f.job.id, gen: f.gen }));
-    for (let n = 1; ; n++) {
-      try {
-        const rows = await releaseUncalled(this.o.db, this.o.owner, jobs);
-        this.o.log.warn({ jobs: jobs.length, given_back: rows.length }, "pre-call check failed: jobs given back uncalled, without a try");
-        return;
-      } catch (err) {
-        if (Date.now() >= until || this.stopping) {
-          this.o.log.error({ err, jobs: jobs.length }, "giving back jobs whose pre-call check failed did not succeed; their leases will lapse");
-          return;
-        }
-        this.o.log.warn({ err, attempt: n }, "giving back jobs whose pre-call check failed; retrying");
-        await Bun.sleep(Math.min(1000, 50 * 2 ** n));
-      }
     }
   }
 
