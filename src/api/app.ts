@@ -80,7 +80,12 @@ export function createApp(deps: AppDeps) {
     app.use("/v1/*", auditAdminUse(db, log));
     // Only the home region writes; Fly's proxy replays the request there.
     app.use("/v1/*", async (c, next) => {
-      const home = deps.authority?.current?.homeRegion ?? config.homeRegion;
+      let home = deps.authority?.current?.homeRegion ?? config.homeRegion;
+      if (WRITE.has(c.req.method) && config.region !== home && !ANY_REGION_WRITES.has(c.req.path)) {
+        // The cached row may lag a move that just committed (this region's own takeover, a
+        // failover): before refusing, read the row again; refusals are rare, the read is one.
+        if (deps.authority) home = (await deps.authority.reread())?.homeRegion ?? home;
+      }
       if (WRITE.has(c.req.method) && config.region !== home && !ANY_REGION_WRITES.has(c.req.path)) {
         throw new ApiError(409, "not_home_region", `writes go to the home region ${home}`, undefined, { "fly-replay": `region=${home}` });
       }

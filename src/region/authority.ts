@@ -52,6 +52,11 @@ export class RegionAuthority extends PeriodicLoop<void> {
     return this.row;
   }
 
+  /** Reads the row now (a caller about to refuse on a possibly stale view). */
+  reread(): Promise<AuthorityRow | undefined> {
+    return this.refresh();
+  }
+
   /** Whether this process's region held the authority at the last read. */
   get isHome(): boolean {
     return this.row?.homeRegion === this.o.region;
