@@ -354,8 +354,10 @@ async function main(): Promise<number> {
   for (const [name, rs] of results) {
     const b = of(rs, "burst");
     if (b?.cost?.top) {
-      out.push(`${name}: statements per job in the burst (top ${b.cost.top.length}):`);
-      for (const t of b.cost.top) out.push(`  ${(t.calls / b.jobs).toFixed(3).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 110)}`);
+      out.push(`${name}: statements per job in the burst (top ${b.cost.top.length}): per job, server µs per job, mean ms per call`);
+      for (const t of b.cost.top) {
+        out.push(`  ${(t.calls / b.jobs).toFixed(3).padStart(7)} ${((t.ms * 1000) / b.jobs).toFixed(1).padStart(7)} ${(t.ms / t.calls).toFixed(2).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 100)}`);
+      }
     }
     if (b?.extra) out.push(`${name}: ${Object.entries(b.extra).map(([k, v]) => `${k.replaceAll("_", " ")} ${v.toFixed(k.includes("mib") ? 0 : 2)}`).join(", ")}`);
   }

@@ -27,6 +27,8 @@ export interface Config {
   tokens: TokenGrant[];
   signingKey?: Uint8Array;
   workerConcurrency: number;
+  /** Claimed jobs a worker may hold ready beyond its calls in flight, at most. */
+  workerPrefetch: number;
   allowPrivateTargets: boolean;
   logLevel: "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
   maxBodyBytes: number;
@@ -156,6 +158,7 @@ const ENV_SCHEMA = {
   REGION: v.pipe(v.string(), v.regex(/^[a-z0-9-]{1,32}$/, "must be a region name like iad or local")),
   HOME_REGION: v.pipe(v.string(), v.regex(/^[a-z0-9-]{1,32}$/, "must be a region name like iad or local")),
   WORKER_CONCURRENCY: int(1, 10_000),
+  WORKER_PREFETCH: int(0, 100_000),
   SCHEDULER_ALLOW_PRIVATE_TARGETS: bool,
   LOG_LEVEL: v.picklist(["trace", "debug", "info", "warn", "error", "fatal", "silent"], "must be one of trace, debug, info, warn, error, fatal, silent"),
   SCHEDULER_MAX_BODY_BYTES: size(1024, 1024 ** 3),
@@ -301,6 +304,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     tokens,
     signingKey,
     workerConcurrency,
+    workerPrefetch: read(env, "WORKER_PREFETCH") ?? 512,
     allowPrivateTargets: read(env, "SCHEDULER_ALLOW_PRIVATE_TARGETS") ?? false,
     logLevel: read(env, "LOG_LEVEL") ?? "info",
     maxBodyBytes: read(env, "SCHEDULER_MAX_BODY_BYTES") ?? 10 * 1024 * 1024,

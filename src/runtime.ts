@@ -110,6 +110,9 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       shutdownGraceMs: config.shutdownGraceMs, signingKey: config.signingKey, allowPrivateTargets: config.allowPrivateTargets,
       log, metrics, beforeStart: opts.beforeStart, afterStartAttempts: opts.afterStartAttempts, hostLimits: config.hostLimits,
       prestageMs: config.prestageMs, reservedSlots: config.reservedSlots, clock,
+      prefetch: config.workerPrefetch,
+      // Room for a batch: the dispatcher in this process claims it (straight into running).
+      onRoom: () => rt.dispatcher?.poke(),
     });
     await rt.worker.start();
   }

@@ -11,6 +11,8 @@ export interface CostSnapshot {
   rollbacks: number;
   /** Statements per normalised query text; undefined without pg_stat_statements. */
   statements?: Map<string, number>;
+  /** Execution time (ms) per normalised query text, alongside `statements`. */
+  execMs?: Map<string, number>;
 }
 
 export interface Cost {
@@ -18,8 +20,8 @@ export interface Cost {
   rollbacks: number;
   /** All statements but transaction control (BEGIN, COMMIT, ...); undefined without pg_stat_statements. */
   statements?: number;
-  /** The statements that ran most, with their counts. */
-  top?: { query: string; calls: number }[];
+  /** The statements that ran most, with their counts and their execution time in the server (ms). */
+  top?: { query: string; calls: number; ms: number }[];
 }
 
 // BEGIN/COMMIT are the commits, counted already; they would double the statement figure of a
@@ -58,10 +60,11 @@ export class PgCost {
     const [row] = await this.sql<{ c: string; r: string }[]>`SELECT xact_commit::text AS c, xact_rollback::text AS r FROM pg_stat_database WHERE datname = ${db}`;
     const snap: CostSnapshot = { commits: Number(row?.c ?? 0), rollbacks: Number(row?.r ?? 0) };
     if (statements) {
-      const rows = await this.sql<{ query: string; calls: string }[]>`
-        SELECT s.query, sum(s.calls)::text AS calls FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+      const rows = await this.sql<{ query: string; calls: string; ms: number }[]>`
+        SELECT s.query, sum(s.calls)::text AS calls, sum(s.total_exec_time)::float8 AS ms FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
         WHERE d.datname = ${db} AND s.toplevel GROUP BY s.query`;
       snap.statements = new Map(rows.map((r) => [r.query, Number(r.calls)]));
+      snap.execMs = new Map(rows.map((r) => [r.query, Number(r.ms)]));
     }
     return snap;
   }
@@ -74,10 +77,11 @@ export class PgCost {
 export function costBetween(a: CostSnapshot, b: CostSnapshot): Cost {
   const cost: Cost = { commits: b.commits - a.commits, rollbacks: b.rollbacks - a.rollbacks };
   if (a.statements && b.statements) {
-    const per: { query: string; calls: number }[] = [];
+    const per: { query: string; calls: number; ms: number }[] = [];
     for (const [query, calls] of b.statements) {
       const d = calls - (a.statements.get(query) ?? 0);
-      if (d > 0 && !TRANSACTION_CONTROL.test(query)) per.push({ query, calls: d });
+      const ms = (b.execMs?.get(query) ?? 0) - (a.execMs?.get(query) ?? 0);
+      if (d > 0 && !TRANSACTION_CONTROL.test(query)) per.push({ query, calls: d, ms });
     }
     per.sort((x, y) => y.calls - x.calls);
     cost.statements = per.reduce((s, x) => s + x.calls, 0);

@@ -1,4 +1,4 @@
--- The SQL due-time index: the jobs table itself, walked on jobs_status_due_at.
+-- The SQL due-time index: the jobs table itself, walked on jobs_scheduled_due (016).
 -- Held occurrences (due_at = 'infinity') are never due.
 
 -- name: IndexDueList

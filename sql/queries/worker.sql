@@ -40,7 +40,11 @@ WITH auth AS (
     -- An occurrence whose first call starts past its grace is a catch-up run, and stays one.
     catchup = j.catchup OR (j.calls = 0 AND j.catchup_after IS NOT NULL AND now() > j.catchup_after)
   FROM unnest($2::uuid[], $3::int[], $4::int[]) AS x(id, gen, ver), auth
-  WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1
+  -- The key list steers the planner to the primary key (joined to the unnest alone it
+  -- scanned the list once per job, quadratic in the batch), and `status || ''` keeps it off
+  -- the partial indexes on status: they hold a dead entry for every job that ran recently,
+  -- which a statement of 100 jobs would walk by the thousand (see 016).
+  WHERE j.id = ANY($2::uuid[]) AND j.id = x.id AND j.status || '' = 'running' AND j.lease_owner = $1
     AND j.epoch >= auth.generation * 4294967296
     AND j.lease_generation = x.gen AND j.version = x.ver
     AND j.lease_until > clock_timestamp() + make_interval(secs => $7::float8 / 1000)
@@ -65,7 +69,8 @@ FROM ins JOIN jobs j ON j.id = ins.job_id;
 -- worker that stalled past it (GC, SIGSTOP) must give the call up rather than revive it.
 UPDATE jobs j SET lease_until = clock_timestamp() + make_interval(secs => $4::float8 / 1000)
 FROM unnest($2::uuid[], $3::int[]) AS x(id, gen)
-WHERE j.id = x.id AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
+-- By primary key only (see StartAttempts).
+WHERE j.id = ANY($2::uuid[]) AND j.id = x.id AND j.status || '' = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
   AND j.lease_until > clock_timestamp()
 RETURNING j.id, j.cancel_requested;
 
@@ -114,7 +119,8 @@ WITH r AS (
   -- The key lists steer the planner to the primary keys: left to itself it starts from the
   -- status index, which is full of dead 'running' entries in a busy table.
   WHERE j.id = ANY(ARRAY(SELECT job_id FROM r)) AND j.id = r.job_id
-    AND j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = r.gen
+    -- `|| ''`: by primary key only, never a walk of the partial indexes on status (see StartAttempts).
+    AND j.status || '' = 'running' AND j.lease_owner = $1 AND j.lease_generation = r.gen
     -- Evaluated once, before the first row: every schedule lock is held before any job's.
     AND (SELECT count(*) FROM locked) >= 0
   RETURNING j.id, j.status, j.tenant, j.schedule_id

@@ -70,6 +70,8 @@ export interface LocalWorker {
   takeReservedSlots(n: number): number;
   giveBackReserved(n: number): void;
   accept(jobs: JobRow[]): void;
+  /** Whether a claim now would be a batch worth its statements (or the worker is idle). */
+  wantsMore(): boolean;
 }
 
 export const DISPATCH_LEASE = "dispatch";
@@ -161,7 +163,13 @@ export class Dispatcher extends PeriodicLoop<number> {
       return 0;
     }
     // Expiry is done once per region, by the coordinator; claims by each shard's holder.
-    if (this.elector.current) await this.expire();
+    // Not on every pass: a claim never takes an expired or misfired job (ClaimDue checks
+    // both), so the sweeps only record what already cannot run, and once per poll interval
+    // keeps them off the delivery path.
+    if (this.elector.current && this.clock.now() >= this.nextExpiryAt) {
+      this.nextExpiryAt = this.clock.now() + Math.min(this.o.pollIntervalMs, 1000);
+      await this.expire();
+    }
     if (held.length === 0) {
       this.sleepMs = this.o.pollIntervalMs;
       return 0;
@@ -169,7 +177,13 @@ export class Dispatcher extends PeriodicLoop<number> {
     const fence: ShardFence = { owner: this.o.owner, shards: held, count: this.o.shards, region: auth.homeRegion, generation: auth.generation };
     // Occurrences first: one due now is then claimed in this same pass.
     const schedules = await this.generateIfDue(fence);
-    const { claimed, full, capped } = await this.claim(fence);
+    const { claimed, full, capped, localFull } = await this.claim(fence);
+    if (localFull) {
+      // The worker in this process has its hands full: it pokes us when it has room for a
+      // batch; the poll interval is only the fallback.
+      this.sleepMs = this.o.pollIntervalMs;
+      return 0;
+    }
     if (capped) {
       this.sleepMs = 20;
       return 0;
@@ -195,6 +209,8 @@ export class Dispatcher extends PeriodicLoop<number> {
 
   /** Earliest next_fire_at seen (epoch ms, database clock); generation runs only near it. */
   private scheduleDueAt = -Infinity;
+  /** When the coordinator sweeps expired and misfired jobs next (database clock). */
+  private nextExpiryAt = -Infinity;
 
   private async generateIfDue(fence: ShardFence): Promise<number> {
     // The database's clock decides what is due (DueSchedules asks its now()); this gate only
@@ -229,7 +245,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
   }
 
-  private async claim(fence: ShardFence): Promise<{ claimed: number; full: boolean; capped: boolean }> {
+  private async claim(fence: ShardFence): Promise<{ claimed: number; full: boolean; capped: boolean; localFull?: boolean }> {
     // Every shard's epoch comes from one never-reset sequence, above all epochs handed out
     // before it was taken, so the highest epoch this dispatcher held is above every token an
     // earlier holder of any of its shards could stamp, and it does not go down (as the
@@ -242,11 +258,18 @@ export class Dispatcher extends PeriodicLoop<number> {
     const token = fencingToken(fence.generation, this.term.epoch);
     const local = this.o.localWorker;
     const rs = this.o.reservedSlots;
+    // With a worker in this process, due jobs go to it only, straight into running under its
+    // lease: `queued` is for workers in other processes, and a job queued here would only be
+    // claimed a second time by this same worker. A claim waits until the worker has room for
+    // a batch, so each one carries many jobs.
+    if (local && !local.wantsMore()) return { claimed: 0, full: false, capped: true, localFull: true };
     const room = local ? local.takeSlots(this.o.batch) : 0;
     const roomHigh = local && rs ? local.takeReservedSlots(this.o.batch - room) : 0;
     let claimed: JobRow[] = [];
     let limit: number;
-    if (local && room + roomHigh > 0) {
+    if (local && room + roomHigh === 0) {
+      return { claimed: 0, full: false, capped: true, localFull: true };
+    } else if (local) {
       limit = room + roomHigh;
       const direct = { fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner };
       // Claimed jobs are running under the worker's lease from the claim's commit on: they

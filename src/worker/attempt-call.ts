@@ -32,7 +32,7 @@ export interface AttemptDeps {
  * One attempt, after its pre-call check: the call (outside any transaction), its effect on
  * the host's pacing, the decision (succeeded, retry, dead) and its generation-checked record.
  */
-export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string, number: number, catchup: boolean): Promise<void> {
+export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string, number: number, catchup: boolean, called?: () => void): Promise<void> {
   const { job } = f;
   // The fencing token the call carries: which leader and region generation sent it.
   const log = d.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId, epoch: job.epoch === null ? null : Number(job.epoch) });
@@ -45,6 +45,8 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
     attemptId, attemptNumber: number, catchup, signingKey: d.signingKey,
     allowPrivateTargets: d.allowPrivateTargets, signal: f.abort.signal, ...asyncCallContext(job, f.gen),
   });
+  // The target is done with us: its call slot can serve the next job while this outcome is written.
+  called?.();
   d.metrics.deliveries.inc({ outcome: r.outcome });
   // The host's answer paces further calls to it (429/503 slow it, Retry-After pauses it).
   if (!notSent && d.limiter.finish(job.id, { outcome: r.outcome, retryAfterMs: r.retryAfterMs, startedAt: r.startedAt.getTime(), durationMs: r.finishedAt.getTime() - r.startedAt.getTime() })) {

@@ -1,7 +1,7 @@
 /**
- * A worker's call slots. Slots are promised before a claim is sent (by the worker's loop or
- * by a dispatcher in the same process), so two claims in flight cannot overshoot the
- * concurrency; with reserved slots, jobs below the reserved class may fill only the others.
+ * A worker's room for claimed jobs (its calls plus its prefetch). Slots are promised before a
+ * claim is sent (by the worker's loop or by a dispatcher in the same process), so two claims
+ * in flight cannot overshoot it; with reserved slots, jobs below the reserved class may fill only the others.
  */
 export class SlotLedger {
   /** Slots promised to claims under way. */
@@ -9,7 +9,8 @@ export class SlotLedger {
   /** Of those, the ones promised to claims for any priority (they may bring low-priority jobs). */
   private promisedAny = 0;
   constructor(private readonly o: {
-    concurrency: number;
+    /** Jobs the worker may hold at once: its calls plus its prefetch (which may vary). */
+    concurrency: () => number;
     /** No more slots are handed out (the worker is stopping). */
     closed: () => boolean;
     reserved?: { slots: number; minPriority: number };
@@ -25,7 +26,12 @@ export class SlotLedger {
     const total = this.total();
     const rs = this.o.reserved;
     if (!rs) return Math.max(0, total);
-    return Math.max(0, Math.min(total, this.o.concurrency - rs.slots - this.o.busyBelow(rs.minPriority) - this.promisedAny));
+    return Math.max(0, Math.min(total, this.o.concurrency() - rs.slots - this.o.busyBelow(rs.minPriority) - this.promisedAny));
+  }
+
+  /** Room for jobs of the reserved class (everything not taken or promised). */
+  room(): number {
+    return this.o.closed() ? 0 : Math.max(0, this.total());
   }
 
   /** Promises up to n slots for a claim of any priority; returns how many. */
@@ -54,6 +60,6 @@ export class SlotLedger {
   }
 
   private total(): number {
-    return this.o.concurrency - this.o.busy() - this.promised;
+    return this.o.concurrency() - this.o.busy() - this.promised;
   }
 }

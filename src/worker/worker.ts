@@ -23,6 +23,15 @@ export interface WorkerOptions {
   /** This process's region: the worker calls nothing unless it holds the region authority. */
   region: string;
   concurrency: number;
+  /**
+   * Jobs held claimed beyond the calls in flight, ready for the next free call slot, at most:
+   * claims (and pre-call checks) are then paid per batch, not per freed slot. The worker
+   * asks for as many as it calls in about PREFETCH_HORIZON_MS, never fewer than its
+   * concurrency, never more than this.
+   */
+  prefetch?: number;
+  /** A dispatcher in this process: told when the worker has room for a batch of due jobs. */
+  onRoom?: () => void;
   leaseTtlMs: number;
   /**
    * The clock-skew margin: a call starts only on a lease live for at least this long, and is
@@ -62,7 +71,12 @@ export interface InFlight {
   leaseAt: number;
 }
 
-const MAX_CLAIM = 200;
+/** Jobs a claim from the queue takes at most. */
+const MAX_CLAIM = 500;
+/** How far ahead of its calls the worker keeps claimed jobs at hand: the call rate × this. */
+const PREFETCH_HORIZON_MS = 250;
+/** How far ahead of its calls the worker opens attempts: the call rate × this (see armAhead). */
+const ARM_HORIZON_MS = 5;
 
 /**
  * Claims queued jobs under a lease, checks each again right before calling, calls the
@@ -85,6 +99,24 @@ export class Worker {
   private readonly clock: DbClock;
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
   private readonly calls = new Set<Promise<void>>();
+  /**
+   * Claimed jobs whose instant has come, in order, waiting for a call slot. The pump takes
+   * as many as there are free slots, checks them in one statement and calls them: one
+   * pre-call check at a time, so each one carries every slot freed while the last ran.
+   */
+  private readonly ready: InFlight[] = [];
+  /** Checked (attempt opened, lease extended) and waiting for a call slot: at most armAhead() beyond the slots. */
+  private readonly armed: { f: InFlight; attemptId: string; number: number; catchup: boolean }[] = [];
+  /** Jobs in a pre-call check under way (they hold call slots). */
+  private starting = 0;
+  private pumping: Promise<void> | undefined;
+  private pumpAgain = false;
+  /** The last claim from the queue was full: more may be waiting there. */
+  private queueBacklog = false;
+  /** Calls finished per second, smoothed: sizes the prefetch. */
+  private callRate = 0;
+  private rateAt = performance.now();
+  private rateCount = 0;
   private loopDone: Promise<void> | undefined;
   private stopping = false;
   private unlisten: (() => Promise<void>) | undefined;
@@ -126,7 +158,8 @@ export class Worker {
     // Jobs waiting for their host take no slot: they are few (a short wait each, a bounded
     // number) and other hosts' jobs must not wait behind them.
     this.slots = new SlotLedger({
-      concurrency: o.concurrency,
+      // Claims may hold more than the calls in flight: the prefetch waits in `ready`.
+      concurrency: () => o.concurrency + this.prefetchTarget(),
       closed: () => this.stopping,
       reserved: o.reservedSlots,
       busy: () => this.inflight.size - this.held.size,
@@ -146,15 +179,18 @@ export class Worker {
     // notification only delays the abort.
     this.unlistenCancel = await this.o.db.listen("scheduler_cancel", (id) => {
       const f = this.inflight.get(id);
-      if (f && this.calling.has(id)) {
+      if (f && this.armed.some((a) => a.f === f)) {
+        // Checked, not called yet: the launch sees the abort and gives it back uncalled.
+        f.abort.abort(ABORT_CANCEL);
+      } else if (f && this.calling.has(id)) {
         this.o.log.info({ job_id: id }, "cancel requested; aborting the call");
         f.abort.abort(ABORT_CANCEL);
       } else if (f && this.held.has(id)) {
         // Waiting for its host: not called; given back (and so cancelled) by the next pump.
         f.abort.abort(ABORT_CANCEL);
         this.held.kick();
-      } else if (f && this.gate.remove(id)) {
-        // Waiting for its due instant: given back now, which ends it cancelled.
+      } else if (f && (this.gate.remove(id) || this.unready(id))) {
+        // Waiting for its due instant or a call slot: given back now, which ends it cancelled.
         this.handled(this.returnHeld([f]));
       }
     });
@@ -178,10 +214,12 @@ export class Worker {
     this.sleeper.wake();
     await this.loopDone;
     await Promise.all(this.handoffs);
+    await this.pumping;
+    this.launchArmed();
     clearInterval(this.sweepTimer);
     this.held.disarm();
     // Jobs waiting for their host or their due instant were never called: back to scheduled at once.
-    const waiting = [...this.limiter.drainHeld(), ...this.gate.drain()];
+    const waiting = [...this.limiter.drainHeld(), ...this.gate.drain(), ...this.ready.splice(0)];
     if (waiting.length > 0) {
       try {
         await this.returnHeld(waiting);
@@ -217,6 +255,7 @@ export class Worker {
           // Reserved slots first: their class must not wait behind the general claim.
           let n = high > 0 ? await this.runOnce(high, this.o.reservedSlots!.minPriority) : 0;
           if (free > 0) n += await this.runOnce(free);
+          this.queueBacklog = n >= free + high;
           failures = 0;
           if (n > 0) continue;
         } catch (err) {
@@ -305,9 +344,137 @@ export class Worker {
     await this.opened(open);
   }
 
-  /** Jobs whose due instant has come: ask their host for room, then the pre-call check and the call. */
+  /** Jobs whose due instant has come: in line for a call slot. */
   private async opened(fs: InFlight[]): Promise<void> {
-    // Cancelled or lease lost while waiting for the instant: not called.
+    for (const f of fs) this.ready.push(f);
+    await this.pump();
+  }
+
+  /** Takes a job out of the line for a call slot (a cancel); false if it was not there. */
+  private unready(id: string): boolean {
+    const i = this.ready.findIndex((f) => f.job.id === id);
+    if (i < 0) return false;
+    this.ready.splice(i, 1);
+    return true;
+  }
+
+  /**
+   * Starts jobs from the line while call slots are free, one batch at a time: each pre-call
+   * check takes every slot freed while the last one ran, so checks are paid per batch and
+   * the line never waits behind more than one of them.
+   */
+  private pump(): Promise<void> {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return this.pumping;
+    }
+    this.pumping = this.runPump().finally(() => {
+      this.pumping = undefined;
+      if (this.pumpAgain) {
+        this.pumpAgain = false;
+        if (this.ready.length > 0) this.handled(this.pump());
+      }
+    });
+    return this.pumping;
+  }
+
+  private async runPump(): Promise<void> {
+    for (;;) {
+      this.pumpAgain = false;
+      const room = this.o.concurrency + this.armAhead() - this.inCall.size - this.starting - this.armed.length;
+      if (room <= 0 || this.ready.length === 0 || this.stopping) return;
+      const batch = this.takeReady(room);
+      if (batch.length === 0) return;
+      this.starting += batch.length;
+      try {
+        await this.admit(batch);
+      } catch (err) {
+        // Each job of the batch is accounted for (called, given back or left to its lease).
+        this.o.log.error({ err, jobs: batch.length }, "starting claimed jobs failed; those not given back at once wait for their leases to lapse, then are retried");
+      } finally {
+        this.starting -= batch.length;
+      }
+      this.noteRoom();
+    }
+  }
+
+  /** Up to `room` jobs from the line, in order; with reserved slots, those below their class only into the others. */
+  private takeReady(room: number): InFlight[] {
+    const rs = this.o.reservedSlots;
+    if (!rs) return this.ready.splice(0, room);
+    let lowRoom = this.o.concurrency - rs.slots - this.starting;
+    for (const id of this.inCall) if ((this.inflight.get(id)?.job.priority ?? 0) < rs.minPriority) lowRoom--;
+    const out: InFlight[] = [];
+    for (let i = 0; i < this.ready.length && out.length < room; ) {
+      const f = this.ready[i]!;
+      if (f.job.priority >= rs.minPriority || lowRoom > 0) {
+        if (f.job.priority < rs.minPriority) lowRoom--;
+        out.push(f);
+        this.ready.splice(i, 1);
+      } else i++;
+    }
+    return out;
+  }
+
+  /**
+   * Checked jobs kept armed beyond the free call slots: what the worker calls in
+   * ARM_HORIZON_MS, at most one per slot. With fast targets each pre-call check then carries
+   * the next slots' jobs too, and a slot that frees is used at once, not after a round trip;
+   * with slow ones (a call rate below 1000 / ARM_HORIZON_MS per slot) nothing is armed ahead,
+   * so an attempt is never opened long before its call.
+   */
+  private armAhead(): number {
+    // Reserved slots are counted over calls: an armed job of the ordinary class would take
+    // the next free slot whatever its class, so with them nothing is armed ahead.
+    if (this.o.reservedSlots) return 0;
+    return Math.min(this.o.concurrency, Math.floor((this.callRate * ARM_HORIZON_MS) / 1000));
+  }
+
+  /** Calls armed jobs while call slots are free; one whose cancel or lease loss came meanwhile is given back uncalled. */
+  private launchArmed(): void {
+    const gone: InFlight[] = [];
+    // A stopping worker calls what it checked: the grace period covers it like any call.
+    while (this.armed.length > 0 && (this.inCall.size < this.o.concurrency || this.stopping)) {
+      const a = this.armed.shift()!;
+      if (a.f.abort.signal.aborted) gone.push(a.f);
+      else this.launch(a.f, a.attemptId, a.number, a.catchup);
+    }
+    if (gone.length === 0) return;
+    for (const f of gone) {
+      this.limiter.forget(f.job.id);
+      this.inflight.delete(f.job.id);
+    }
+    this.handled(giveBackUncalled({ db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping }, gone.map((f) => ({ id: f.job.id, gen: f.gen }))));
+  }
+
+  /** Jobs the worker keeps claimed beyond its calls: what it calls in PREFETCH_HORIZON_MS. */
+  private prefetchTarget(): number {
+    const max = this.o.prefetch ?? 0;
+    return Math.min(max, Math.max(this.o.concurrency, Math.ceil((this.callRate * PREFETCH_HORIZON_MS) / 1000)));
+  }
+
+  /** Room for half of what the worker may hold: the dispatcher in this process claims a batch. */
+  private noteRoom(): void {
+    if (this.stopping) return;
+    if (!this.wantsMore()) return;
+    this.o.onRoom?.();
+    // The queue is looked at again now only if the last look left work there (or nothing in
+    // this process feeds the worker); else NOTIFY and the poll interval bring it.
+    if (this.queueBacklog || !this.o.onRoom) this.sleeper.wake();
+  }
+
+  /** Whether a claim for this worker would be a batch worth its statement (or the worker is idle). */
+  wantsMore(): boolean {
+    if (this.stopping) return false;
+    const capacity = this.o.concurrency + this.prefetchTarget();
+    // The reserved class must not wait for a batch's worth of room: its slots are few.
+    if (this.o.reservedSlots && this.slots.room() > 0) return true;
+    return this.slots.free() * 2 >= capacity || this.inflight.size === 0;
+  }
+
+  /** Ask each job's host for room, then the pre-call check and the call. */
+  private async admit(fs: InFlight[]): Promise<void> {
+    // Cancelled or lease lost while waiting for the instant or a slot: not called.
     const gone = fs.filter((f) => f.abort.signal.aborted);
     if (gone.length > 0) await this.returnHeld(gone);
     const claimed = fs.filter((f) => !f.abort.signal.aborted).map((f) => f.job);
@@ -374,14 +541,15 @@ export class Worker {
       this.handled(giveBackUncalled({ db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping }, ready.map((f) => ({ id: f.job.id, gen: f.gen }))));
       throw err;
     }
-    // Opened attempts are called before anything else can fail.
+    // Opened attempts are called (or armed for the next free slot) before anything else can fail.
     for (const s of started) {
       const f = this.inflight.get(s.job_id);
       if (!f) continue;
       // The check extended the lease: the watchdog counts from it.
       f.leaseAt = Math.max(f.leaseAt, sentAt);
-      this.launch(f, s.attempt_id, s.number, s.catchup);
+      this.armed.push({ f, attemptId: s.attempt_id, number: s.number, catchup: s.catchup });
     }
+    this.launchArmed();
     try {
       const startedIds = new Set(started.map((s) => s.job_id));
       // Cancelled, rescheduled, reclaimed or its lease lapsed since the claim: not called.
@@ -416,26 +584,55 @@ export class Worker {
     }
   }
 
+  /** Smooths the call rate over ~1 s windows (it sizes the prefetch). */
+  private countCall(): void {
+    this.rateCount++;
+    const now = performance.now();
+    const dt = now - this.rateAt;
+    if (dt < 200) return;
+    const rate = (this.rateCount * 1000) / dt;
+    this.callRate = this.callRate === 0 ? rate : this.callRate * 0.7 + rate * 0.3;
+    this.rateCount = 0;
+    this.rateAt = now;
+  }
+
+  /** Launched and not yet recorded (the call, then its outcome's write). */
   private readonly calling = new Set<string>();
+  /** Calls to targets in flight: what WORKER_CONCURRENCY bounds. */
+  private readonly inCall = new Set<string>();
   private isCalling(id: string): boolean {
     return this.calling.has(id);
   }
 
   private launch(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
-    this.calling.add(f.job.id);
-    this.o.metrics.inflight.set(this.calling.size);
-    const p = callAttempt(this.attempt, f, attemptId, number, catchup)
+    const id = f.job.id;
+    this.calling.add(id);
+    this.inCall.add(id);
+    this.o.metrics.inflight.set(this.inCall.size);
+    // The call slot is free once the target has answered, not once the outcome is written:
+    // the write is batched with others, and a slot held through it would make every call
+    // wait for a commit. The job stays in `inflight` (its lease renewed) until it is written,
+    // and the claim room counts it, so unwritten outcomes cannot pile up unbounded.
+    const called = () => {
+      if (!this.inCall.delete(id)) return;
+      this.o.metrics.inflight.set(this.inCall.size);
+      this.countCall();
+      this.launchArmed();
+      if (this.ready.length > 0) this.handled(this.pump());
+    };
+    const p = callAttempt(this.attempt, f, attemptId, number, catchup, called)
       .catch((err) => {
         // The batcher has logged an outcome it gave up on, with what it was.
-        if (!(err instanceof OutcomeNotRecorded)) this.o.log.error({ err, job_id: f.job.id }, "recording the outcome failed; the lease will lapse and the job will be retried");
+        if (!(err instanceof OutcomeNotRecorded)) this.o.log.error({ err, job_id: id }, "recording the outcome failed; the lease will lapse and the job will be retried");
       })
       .finally(() => {
-        this.limiter.forget(f.job.id);
-        this.inflight.delete(f.job.id);
-        this.calling.delete(f.job.id);
+        called();
+        this.limiter.forget(id);
+        this.inflight.delete(id);
+        this.calling.delete(id);
         this.calls.delete(p);
-        this.o.metrics.inflight.set(this.calling.size);
-        this.sleeper.wake();
+        if (this.ready.length > 0) this.handled(this.pump());
+        else this.noteRoom();
         this.held.kick();
       });
     this.calls.add(p);

@@ -1,0 +1,13 @@
+-- The delivery path pays per index entry (issue 15). Every status change of a job is a
+-- non-HOT update, which adds an entry to every index whose predicate the new row satisfies.
+--
+-- jobs_status_due_at held every job in every status: each claim, pre-call check and
+-- completion added an entry to it, and dead entries of finished jobs piled up in the ranges
+-- the hot statements walked ('running', 'queued'). Due discovery only ever asks for
+-- scheduled jobs (ClaimDue, NextDueAt, the SQL due index, the gauges), so the index now
+-- holds those only: a job leaves it when it is claimed and never comes back once finished.
+CREATE INDEX jobs_scheduled_due ON jobs (due_at) WHERE status = 'scheduled';
+DROP INDEX jobs_status_due_at;
+
+-- Same columns as the index of UNIQUE (job_id, number): a second entry per attempt for nothing.
+DROP INDEX attempts_job_id;
