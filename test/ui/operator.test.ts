@@ -31,9 +31,11 @@ beforeAll(async () => {
   tdb = await freshDb("postgres");
   rt = await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS });
   // /slow: the first call outlasts its 1 s timeout (possibly delivered), later ones answer at
-  // once; /flaky: 400 (dead at once) the first time, then 200; /gone: always 404.
+  // once; /hang answers after 30 s; /flaky: 400 (dead at once) the first time, then 200;
+  // /gone: always 404.
   target = new Target(async (r, n) => {
     if (r.path === "/slow" && n === 1) await Bun.sleep(3_000);
+    if (r.path === "/hang") await Bun.sleep(30_000);
     const status = r.path === "/gone" ? 404 : r.path === "/flaky" && n === 1 ? 400 : 200;
     return new Response(status === 200 ? "ok" : "no", { status });
   });
@@ -214,6 +216,25 @@ describe("dashboard: job list filters", () => {
     await eventually(async () => (await shownJobs(page)).includes(dead), 10_000, "the unfiltered list");
   });
 
+  test("pages through a long list with the API's cursor (older →, ← newest)", async () => {
+    const jobs = Array.from({ length: 27 }, () => ({ tenant: "paged", target: { url: `${target.url}/ok` }, delay: "1h" }));
+    expect((await api(rt, "POST", "/v1/jobs/batch", { jobs }, auth(ADMIN))).status).toBe(200);
+    await page.goto(`${rt.url}/ui#/?tenant=paged`);
+    await listMatches("tenant=paged");
+    const first = await shownJobs(page);
+    expect(first).toHaveLength(25);
+    expect(await page.$("#jobs-table a.newest")).toBeNull();
+    await page.click("#jobs-table a.older");
+    await eventually(async () => (await shownJobs(page)).length === 2, 10_000, "the second page");
+    const second = await shownJobs(page);
+    const all = (await api(rt, "GET", "/v1/jobs?order=desc&limit=100&tenant=paged", undefined, auth(ADMIN))).body.items.map((j: { id: string }) => j.id);
+    expect([...first, ...second]).toEqual(all);
+    expect(await page.$("#jobs-table a.older")).toBeNull();
+    await page.click("#jobs-table a.newest");
+    await hashIs("#/?tenant=paged");
+    await eventually(async () => (await shownJobs(page)).length === 25, 10_000, "the first page again");
+  });
+
   test("a filter that matches nothing says so", async () => {
     await page.goto(`${rt.url}/ui#/?tenant=nobody-here`);
     await page.waitForSelector('#jobs-table p:has-text("no jobs match these filters")');
@@ -241,10 +262,26 @@ describe("dashboard: operator actions", () => {
     expect(await page.inputValue("#filter-status")).toBe("scheduled");
   });
 
-  test("replays a dead job from its page; it runs again and the log shows both calls", async () => {
+  test("cancels a running job: its call is aborted and it ends cancelled", async () => {
+    const id = await create({ tenant: "acme", target: { url: `${target.url}/hang` }, timeout: "60s" });
+    await until(id, "running");
+    await page.goto(`${rt.url}/ui#/jobs/${id}`);
+    await page.waitForSelector('#attempts-table tr[data-outcome="in_flight"]');
+    await page.click("#job-actions button.open-cancel");
+    expect(await page.textContent(".action-confirm")).toContain("aborts the call");
+    await page.click(".action-confirm");
+    await page.waitForSelector('.action-done:has-text("cancel requested")');
+    await until(id, "cancelled");
+    await page.waitForSelector("#job-status .s-cancelled", { timeout: 10_000 });
+    expect(target.callsTo("/hang")).toHaveLength(1);
+  }, 40_000);
+
+  test("replays a dead job from its page (opened from the dead letters); it runs again and the log shows both calls", async () => {
     const id = await create({ tenant: "globex", target: { url: `${target.url}/flaky` }, retry: { max_attempts: 1 } });
     await until(id, "dead");
-    await page.goto(`${rt.url}/ui#/jobs/${id}`);
+    await page.goto(`${rt.url}/ui#/`);
+    await page.click(`#dlq-table tr[data-dead="${id}"] a`, { timeout: 15_000 });
+    await hashIs(`#/jobs/${id}`);
     await page.click("#job-actions button.open-replay");
     await page.fill(".action-reason", "target fixed (operator e2e)");
     await page.click(".action-confirm");

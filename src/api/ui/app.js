@@ -109,7 +109,7 @@ async function refresh() {
   document.getElementById("overview").hidden = route.page !== "overview";
   document.getElementById("job-page").hidden = route.page !== "job";
   if (route.page === "job") await refreshJob(route.id);
-  else await refreshOverview(route.filters);
+  else await refreshOverview(route.filters, route.cursor);
   document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString("en-GB")}`;
 }
 
@@ -128,11 +128,11 @@ async function refreshJob(id) {
   }
 }
 
-async function refreshOverview(filters) {
+async function refreshOverview(filters, cursor) {
   showFilters(filters);
   const [stats, jobs, dlq, schedules] = await Promise.allSettled([
     call("GET", "/v1/stats"),
-    call("GET", jobsPath(filters)),
+    call("GET", jobsPath(filters, cursor)),
     call("GET", "/v1/dlq?limit=50"),
     call("GET", "/v1/schedules?limit=50"),
   ]);
@@ -147,7 +147,7 @@ async function refreshOverview(filters) {
     renderLag(s.recent);
     renderTenants(s.tenants_due_backlog, scoped);
   }
-  if (jobs.status === "fulfilled") renderJobs(jobs.value.items, filters);
+  if (jobs.status === "fulfilled") renderJobs(jobs.value.items, filters, { cursor, next: jobs.value.next_cursor });
   if (dlq.status === "fulfilled") {
     state.dlq = dlq.value.items;
     if (!ui.replaying) renderDlq(state.dlq, ui);

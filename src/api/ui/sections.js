@@ -71,8 +71,14 @@ export function renderTenants(list, scoped) {
   fill("tenant-chart", barChart(list.map((t) => ({ label: t.tenant, value: t.due_backlog, cls: "c-backlog" }))));
 }
 
-export function renderJobs(items, filters) {
+/** The job list; page: { cursor, next } (this page's cursor, the API's next_cursor). */
+export function renderJobs(items, filters, page) {
   const filtered = Object.keys(filters).length > 0;
+  const pager = page.cursor || page.next
+    ? h("p", { class: "pager" },
+      page.cursor ? h("a", { href: overviewHref(filters), class: "newest" }, "← newest") : null, " ",
+      page.next ? h("a", { href: overviewHref(filters, page.next), class: "older" }, "older →") : null)
+    : null;
   fill("jobs-table", table(["job", "tenant", "schedule", "status", "due", "calls", "target", "last error"], items.map((j) =>
     h("tr", { "data-job": j.id },
       h("td", {}, h("a", { href: jobHref(j.id), class: "job-link" }, shortId(j.id))),
@@ -80,7 +86,7 @@ export function renderJobs(items, filters) {
       h("td", {}, j.schedule_id ? h("a", { href: overviewHref({ ...filters, schedule_id: j.schedule_id, tenant: j.tenant }) }, j.schedule_id) : ""),
       h("td", {}, badge(j.status)), h("td", {}, when(j.due_at)),
       h("td", { class: "num" }, j.attempts), h("td", { class: "url" }, `${j.target.method} ${j.target.url}`), h("td", { class: "err" }, j.last_error ?? ""),
-    )), filtered ? "no jobs match these filters" : "no jobs yet"));
+    )), filtered ? "no jobs match these filters" : "no jobs yet"), pager);
 }
 
 /**
