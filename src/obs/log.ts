@@ -1,5 +1,5 @@
 import pino from "pino";
-import pretty from "pino-pretty";
+import type PinoPretty from "pino-pretty";
 
 export type Logger = pino.Logger;
 
@@ -24,10 +24,13 @@ export function createLogger(p: { level: string; base?: Record<string, unknown>;
 
 /**
  * pino-pretty as a stream in this thread (sync): no worker-thread transport, which the
- * compiled binary could not load from a file path. Region and mode are the same on every line
- * of a process, so they are left out; a job's id leads its line.
+ * compiled binary could not load from a file path. Loaded only here: JSON logging, and
+ * every command that logs nothing, do not pay for its import at start-up (the bundler still
+ * embeds it, the string being literal). Region and mode are the same on every line of a
+ * process, so they are left out; a job's id leads its line.
  */
 function readableLines() {
+  const pretty = require("pino-pretty") as typeof PinoPretty;
   return pretty({
     sync: true,
     singleLine: true,

@@ -9,7 +9,15 @@ export const FILTERS = ["status", "tenant", "schedule_id"];
 export function currentRoute() {
   const frag = location.hash.replace(/^#/, "") || "/";
   const job = /^\/jobs\/([^/?]+)$/.exec(frag);
-  if (job) return { page: "job", id: decodeURIComponent(job[1]) };
+  if (job) {
+    let id = job[1];
+    try {
+      id = decodeURIComponent(id);
+    } catch {
+      // A mistyped %-escape: ask for it as written; the API answers 404.
+    }
+    return { page: "job", id };
+  }
   const q = new URLSearchParams(frag.split("?")[1] ?? "");
   const filters = {};
   for (const k of FILTERS) {
