@@ -31,6 +31,8 @@ export interface Config {
   workerPrefetch: number;
   allowPrivateTargets: boolean;
   logLevel: "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
+  /** auto: one readable line per event when stdout is a terminal, JSON lines otherwise. */
+  logFormat: "auto" | "json" | "pretty";
   maxBodyBytes: number;
   /** target bodies larger than this (bytes) are stored once in `payloads` and referenced by hash. */
   payloadInlineMax: number;
@@ -161,6 +163,7 @@ const ENV_SCHEMA = {
   WORKER_PREFETCH: int(0, 100_000),
   SCHEDULER_ALLOW_PRIVATE_TARGETS: bool,
   LOG_LEVEL: v.picklist(["trace", "debug", "info", "warn", "error", "fatal", "silent"], "must be one of trace, debug, info, warn, error, fatal, silent"),
+  LOG_FORMAT: v.picklist(["auto", "json", "pretty"], "must be one of auto, json, pretty"),
   SCHEDULER_MAX_BODY_BYTES: size(1024, 1024 ** 3),
   SCHEDULER_PAYLOAD_INLINE_MAX: size(0, 1024 ** 3),
   SCHEDULER_RETENTION_SUCCEEDED: retention,
@@ -307,6 +310,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     workerPrefetch: read(env, "WORKER_PREFETCH") ?? 512,
     allowPrivateTargets: read(env, "SCHEDULER_ALLOW_PRIVATE_TARGETS") ?? false,
     logLevel: read(env, "LOG_LEVEL") ?? "info",
+    logFormat: read(env, "LOG_FORMAT") ?? "auto",
     maxBodyBytes: read(env, "SCHEDULER_MAX_BODY_BYTES") ?? 10 * 1024 * 1024,
     payloadInlineMax: read(env, "SCHEDULER_PAYLOAD_INLINE_MAX") ?? 64 * 1024,
     retention: {

@@ -50,7 +50,7 @@ Environment (all optional):
   SCHEDULER_SIGNING_SECRET     whsec_… — signs every call (Standard Webhooks)
   WORKER_CONCURRENCY           calls in flight per worker process (100)
   SCHEDULER_ALLOW_PRIVATE_TARGETS=1   allow loopback/private targets
-  REGION, HOME_REGION, LOG_LEVEL
+  REGION, HOME_REGION, LOG_LEVEL, LOG_FORMAT (auto: readable lines on a terminal, else JSON)
   More in the README.
 `;
 
@@ -137,7 +137,7 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command !== "") fail(`unknown command ${JSON.stringify(command)}; see scheduler --help`);
 
-  const log = createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
+  const log = createLogger({ level: config.logLevel, format: config.logFormat, tty: process.stdout.isTTY, base: { region: config.region, mode: config.mode } });
   installProcessGuards(log);
   if (config.testClockOffsetMs !== 0) {
     log.warn({ offset_ms: config.testClockOffsetMs }, "SCHEDULER_TEST_CLOCK_OFFSET_MS is set: this process's clock is shifted on purpose; a test-only setting, never for production");

@@ -7,6 +7,8 @@ import chartsJs from "./ui/charts.js" with { type: "text" };
 import domJs from "./ui/dom.js" with { type: "text" };
 import healthJs from "./ui/health.js" with { type: "text" };
 import sectionsJs from "./ui/sections.js" with { type: "text" };
+import routeJs from "./ui/route.js" with { type: "text" };
+import jobPageJs from "./ui/job-page.js" with { type: "text" };
 import { notFound } from "./errors.ts";
 
 // bun-types types every .html import as a bundle for Bun's dev server; with type "text" it is
@@ -23,6 +25,8 @@ const ASSETS: Record<string, { type: string; body: string }> = {
   "dom.js": { type: JS, body: domJs },
   "health.js": { type: JS, body: healthJs },
   "sections.js": { type: JS, body: sectionsJs },
+  "route.js": { type: JS, body: routeJs },
+  "job-page.js": { type: JS, body: jobPageJs },
 };
 
 /**

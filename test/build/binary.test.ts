@@ -186,4 +186,33 @@ describe("compiled binary", () => {
     }
     if (stopped !== 0) throw new Error(`expected exit code 0 within 30 s of SIGTERM, got ${stopped}\n${logs(run)}`);
   }, 50_000);
+
+  test("on a terminal it logs one readable line per event (pino-pretty inside the binary), and stops on Ctrl-C", async () => {
+    // util-linux script gives the binary a pseudo-terminal as stdout; its output is what the
+    // terminal showed.
+    const quoted = `'${bin.replaceAll("'", `'\\''`)}'`;
+    const proc = Bun.spawn(["script", "-qfec", `exec ${quoted}`, "/dev/null"], {
+      cwd,
+      env: env({ PORT: String(port), HOST: "127.0.0.1", SHELL: "/bin/sh", TERM: "xterm" }),
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    procs.add(proc);
+    let out = "";
+    const reading = (async () => {
+      for await (const chunk of proc.stdout) out += new TextDecoder().decode(chunk);
+    })();
+    const deadline = Date.now() + 30_000;
+    while (!out.includes("scheduler started") && Date.now() < deadline && proc.exitCode === null) await sleep(100);
+    proc.stdin.write("\x03");
+    proc.stdin.flush();
+    const code = await Promise.race([proc.exited, sleep(30_000).then(() => "timeout" as const)]);
+    await reading;
+    const lines = out.replace(/\x1b\[[0-9;]*m/g, "").split("\n").map((l) => l.replace(/\r$/, "").replace(/^\^C/, "")).filter((l) => l.trim());
+    if (code !== 0) throw new Error(`exit ${code}; the terminal showed:\n${out}`);
+    expect(lines.find((l) => l.includes("scheduler started"))).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: scheduler started \{"url":"http:\/\/127\.0\.0\.1:\d+"/);
+    expect(lines.filter((l) => !/^\[\d\d:\d\d:\d\d\.\d{3}\] [A-Z]+: /.test(l))).toEqual([]);
+    expect(lines.at(-1)).toMatch(/INFO: stopped$/);
+  }, 70_000);
 });

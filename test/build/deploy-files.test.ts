@@ -41,7 +41,9 @@ describe("deployment files", () => {
 
   test("patches/ (patch-package, the postinstall script) reach npm ci in the Dockerfile, fit the locked versions, and are applied here", () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
-    expect(pkg.scripts.postinstall).toBe("patch-package");
+    // Outside CI patch-package exits 0 when a patch fails to apply; these flags make a patch
+    // that no longer fits (or a warning about one) fail the install instead.
+    expect(pkg.scripts.postinstall).toBe("patch-package --error-on-fail --error-on-warn");
     const lines = readFileSync(join(ROOT, "Dockerfile"), "utf8").split("\n");
     const copy = lines.findIndex((l) => /^COPY patches\b/.test(l));
     const install = lines.findIndex((l) => /^RUN npm (ci|install)\b/.test(l));

@@ -30,6 +30,7 @@ describe("command line", () => {
     [{ SCHEDULER_TOKENS: "t:acme:jobs:delete" }, "SCHEDULER_TOKENS"],
     [{ SCHEDULER_LEASE_TTL: "soon" }, "SCHEDULER_LEASE_TTL"],
     [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+    [{ LOG_FORMAT: "colour" }, "LOG_FORMAT"],
     [{ UPSTASH_REDIS_REST_URL: "https://x.upstash.io" }, "UPSTASH_REDIS_REST_TOKEN"],
     [{ SCHEDULER_PRESTAGE: "2m" }, "SCHEDULER_PRESTAGE"],
     [{ SCHEDULER_RESERVED_SLOTS: "many" }, "SCHEDULER_RESERVED_SLOTS"],

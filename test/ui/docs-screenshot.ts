@@ -1,4 +1,5 @@
-// Makes docs/dashboard.png, the README's picture of the dashboard, from a realistic state:
+// Makes docs/dashboard.png and docs/dashboard-job.png, the README's pictures of the dashboard
+// and of one job's page, from a realistic state:
 // a few tenants sending bursts of jobs to targets that answer fast, slow, throttled, failing
 // or broken, two schedules, and a couple of dead jobs. Not a test; run it by hand when the
 // dashboard's look changes (about a minute):
@@ -10,6 +11,7 @@ import { api, startScheduler } from "../helpers/scheduler.ts";
 import { Target } from "../helpers/target.ts";
 
 const OUT = process.argv[2] ?? "docs/dashboard.png";
+const OUT_JOB = process.argv[3] ?? "docs/dashboard-job.png";
 const TOKEN = "tokAdmin";
 const auth = { authorization: `Bearer ${TOKEN}` };
 const TENANTS = ["acme", "globex", "initech", "umbrella"];
@@ -19,8 +21,14 @@ const rt = await startScheduler(tdb.db, {
   SCHEDULER_TOKENS: `${TOKEN}:*:admin`, SCHEDULER_STATS_INTERVAL: "1s", WORKER_CONCURRENCY: "40",
 });
 let calls = 0;
-const target = new Target(async (r) => {
+const target = new Target(async (r, n) => {
   calls++;
+  // Outlasts its 1 s timeout once (possibly delivered), then throttled once, then fine.
+  if (r.path === "/invoices/sync") {
+    if (n === 1) await Bun.sleep(2500);
+    if (n === 2) return new Response("busy", { status: 503, headers: { "retry-after": "1" } });
+    return new Response("ok");
+  }
   if (r.path === "/broken") return new Response("no such invoice", { status: 404 });
   if (r.path === "/busy" && calls % 40 === 0) return new Response("slow down", { status: 429, headers: { "retry-after": "1" } });
   if (r.path === "/flaky" && calls % 9 === 0) return new Response("oops", { status: 502 });
@@ -37,6 +45,7 @@ try {
   await api(rt, "POST", "/v1/schedules", { id: "invoice-sweep", tenant: "globex", cron: "*/15 * * * *", timezone: "Europe/Amsterdam", target: { url: `${target.url}/ok` } }, auth);
   await api(rt, "POST", "/v1/jobs", job("initech", "/broken", { idempotency_key: "invoice-7731" }), auth);
   await api(rt, "POST", "/v1/jobs", job("umbrella", "/broken", { retry: { max_attempts: 1 } }), auth);
+  const shown = await api(rt, "POST", "/v1/jobs", job("acme", "/invoices/sync", { idempotency_key: "sync-2041", timeout: "1s", retry: { max_attempts: 5, base: "500ms" } }), auth);
 
   // Bursts: some due now, some a few seconds out, so backlog and queue depth move.
   for (let round = 0; round < 30; round++) {
@@ -61,8 +70,11 @@ try {
   await page.waitForSelector(".preview-list li");
   await page.fill("#create-url", "https://hooks.example.com/billing/retry");
   await page.screenshot({ path: OUT, fullPage: true });
+  await page.goto(`${rt.url}/ui#/jobs/${shown.body.id}`);
+  await page.waitForSelector('#attempts-table tr[data-outcome="success"]');
+  await page.screenshot({ path: OUT_JOB, fullPage: true });
   await browser.close();
-  console.log(`wrote ${OUT}`);
+  console.log(`wrote ${OUT} and ${OUT_JOB}`);
 } finally {
   target.stop();
   await rt.stop();

@@ -39,7 +39,7 @@ export const opsDocs: RouteDoc[] = [
   {
     method: "get", path: "/ui", tag: "Operations", auth: "none",
     summary: "The dashboard (api mode): one page that reads this API with the token pasted into it",
-    description: "The page and its files need no token; its data calls (GET /v1/stats, /v1/jobs, /v1/dlq, /v1/schedules, replay) send the bearer token the user gives it. Nothing is fetched from anywhere else.",
+    description: "The page and its files need no token; its data calls (GET /v1/stats, /v1/jobs, /v1/jobs/{id}, /v1/dlq, /v1/schedules) and actions (cancel a job, replay a dead one, pause/resume a schedule) send the bearer token the user gives it. Nothing is fetched from anywhere else.",
     responses: { 200: { description: "HTML.", contentType: "text/html", schema: v.string() } },
   },
   {

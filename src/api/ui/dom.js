@@ -45,4 +45,5 @@ function offset(d) {
 
 export const shortId = (id) => h("code", { title: id }, id.slice(-12));
 
-export const badge = (status) => h("span", { class: `badge s-${status}` }, status);
+/** A status (class s-…) or, with kind "o", an attempt outcome (class o-…) as a coloured label. */
+export const badge = (status, kind = "s") => h("span", { class: `badge ${kind}-${status}` }, status);

@@ -2,6 +2,7 @@
 import { barChart, columnChart, legend, lineChart } from "./charts.js";
 import { badge, fill, h, num, shortId, table, when } from "./dom.js";
 import { duration, verdict } from "./health.js";
+import { jobHref, overviewHref } from "./route.js";
 
 const STATUSES = ["scheduled", "queued", "running", "succeeded", "dead", "cancelled", "expired"];
 const OUTCOMES = ["success", "throttled", "transient", "unknown", "permanent"];
@@ -70,12 +71,22 @@ export function renderTenants(list, scoped) {
   fill("tenant-chart", barChart(list.map((t) => ({ label: t.tenant, value: t.due_backlog, cls: "c-backlog" }))));
 }
 
-export function renderJobs(items) {
-  fill("jobs-table", table(["job", "tenant", "status", "due", "attempts", "target", "last error"], items.map((j) =>
+/** The job list; page: { cursor, next } (this page's cursor, the API's next_cursor). */
+export function renderJobs(items, filters, page) {
+  const filtered = Object.keys(filters).length > 0;
+  const pager = page.cursor || page.next
+    ? h("p", { class: "pager" },
+      page.cursor ? h("a", { href: overviewHref(filters), class: "newest" }, "← newest") : null, " ",
+      page.next ? h("a", { href: overviewHref(filters, page.next), class: "older" }, "older →") : null)
+    : null;
+  fill("jobs-table", table(["job", "tenant", "schedule", "status", "due", "calls", "target", "last error"], items.map((j) =>
     h("tr", { "data-job": j.id },
-      h("td", {}, shortId(j.id)), h("td", {}, j.tenant), h("td", {}, badge(j.status)), h("td", {}, when(j.due_at)),
+      h("td", {}, h("a", { href: jobHref(j.id), class: "job-link" }, shortId(j.id))),
+      h("td", {}, h("a", { href: overviewHref({ ...filters, tenant: j.tenant }) }, j.tenant)),
+      h("td", {}, j.schedule_id ? h("a", { href: overviewHref({ ...filters, schedule_id: j.schedule_id, tenant: j.tenant }) }, j.schedule_id) : ""),
+      h("td", {}, badge(j.status)), h("td", {}, when(j.due_at)),
       h("td", { class: "num" }, j.attempts), h("td", { class: "url" }, `${j.target.method} ${j.target.url}`), h("td", { class: "err" }, j.last_error ?? ""),
-    )), "no jobs yet"));
+    )), filtered ? "no jobs match these filters" : "no jobs yet"), pager);
 }
 
 /**
@@ -86,7 +97,7 @@ export function renderJobs(items) {
 export function renderDlq(items, ui) {
   const rows = items.flatMap((j) => {
     const row = h("tr", { "data-dead": j.id },
-      h("td", {}, shortId(j.id)), h("td", {}, j.tenant), h("td", { class: "err" }, j.reason ?? "", j.failure_signature ? h("div", { class: "muted" }, j.failure_signature, j.same_failure_count > 1 ? ` ×${j.same_failure_count}` : "") : null),
+      h("td", {}, h("a", { href: jobHref(j.id) }, shortId(j.id))), h("td", {}, j.tenant), h("td", { class: "err" }, j.reason ?? "", j.failure_signature ? h("div", { class: "muted" }, j.failure_signature, j.same_failure_count > 1 ? ` ×${j.same_failure_count}` : "") : null),
       h("td", { class: "err" }, j.last_error ?? ""), h("td", {}, when(j.dead_at)),
       h("td", { class: "num" }, j.replays), h("td", {}, j.quarantined ? h("span", { class: "badge s-dead" }, "quarantined") : "no"),
       h("td", {}, h("button", { type: "button", class: "replay", onclick: () => ui.onOpen(j.id) }, "Replay…")),
@@ -108,17 +119,38 @@ export function renderDlq(items, ui) {
   fill("dlq-table", table(["job", "tenant", "reason", "last error", "dead at", "replays", "quarantined", ""], rows, "no dead jobs"));
 }
 
-/** Schedules; previews[key] holds the fire instants asked for with the Preview button. */
-export function renderSchedules(items, previews, onPreview) {
+/**
+ * Schedules. v.previews[key] holds the fire instants asked for with the Preview button
+ * (v.onPreview(sc)); v.pausing is the key whose pause form is open (v.onPauseOpen(key | null)),
+ * v.onPause(sc, reason) and v.onResume(sc) act; v.errors[key] is a refused action's message.
+ */
+export function renderSchedules(items, v) {
   const rows = items.flatMap((sc) => {
     const key = `${sc.tenant}/${sc.id}`;
-    const out = [h("tr", { "data-schedule": sc.id },
+    const action = sc.paused
+      ? h("button", { type: "button", class: "resume", onclick: () => v.onResume(sc) }, "Resume")
+      : h("button", { type: "button", class: "pause", onclick: () => v.onPauseOpen(key) }, "Pause…");
+    const out = [h("tr", { "data-schedule": sc.id, "data-tenant": sc.tenant },
       h("td", {}, h("code", {}, sc.id)), h("td", {}, sc.tenant), h("td", {}, h("code", {}, sc.cron)), h("td", {}, sc.timezone),
-      h("td", {}, sc.paused ? h("span", { class: "badge s-cancelled", title: sc.paused_reason ?? "" }, "paused") : "active"),
+      h("td", { class: "state" }, sc.paused ? h("span", { class: "badge s-cancelled", title: sc.paused_reason ?? "" }, "paused") : "active",
+        sc.paused && sc.paused_reason ? h("div", { class: "muted paused-reason" }, sc.paused_reason) : null),
       h("td", {}, sc.next_fire_local ?? "—"),
-      h("td", {}, h("button", { type: "button", class: "preview", onclick: () => onPreview(sc) }, previews[key] ? "Hide" : "Preview")),
+      h("td", { class: "actions" },
+        h("a", { href: overviewHref({ schedule_id: sc.id, tenant: sc.tenant }), class: "schedule-jobs" }, "jobs"), " ",
+        h("button", { type: "button", class: "preview", onclick: () => v.onPreview(sc) }, v.previews[key] ? "Hide" : "Preview"), " ",
+        action),
     )];
-    const p = previews[key];
+    if (v.pausing === key) {
+      const input = h("input", { class: "pause-reason", placeholder: "why (optional; shown as the pause reason)", size: 40 });
+      queueMicrotask(() => input.focus());
+      out.push(h("tr", { class: "form-row" }, h("td", { colspan: 7 },
+        h("form", { class: "inline", onsubmit: (e) => { e.preventDefault(); v.onPause(sc, input.value.trim()); } },
+          input,
+          h("button", { type: "submit", class: "pause-confirm" }, "Pause now"),
+          h("button", { type: "button", onclick: () => v.onPauseOpen(null) }, "Close")))));
+    }
+    if (v.errors[key]) out.push(h("tr", { class: "form-row" }, h("td", { colspan: 7, class: "error schedule-error" }, v.errors[key])));
+    const p = v.previews[key];
     if (p) {
       const body = typeof p === "string"
         ? h("p", { class: "error" }, p)
