@@ -219,7 +219,13 @@ export class Dispatcher extends PeriodicLoop<number> {
     // due schedule nor wait for its own idea of the time.
     if (this.clock.now() < this.scheduleDueAt - this.o.skewMs - 50) return 0;
     try {
-      return await this.generator.runOnce(fence);
+      const n = await this.generator.runOnce(fence);
+      // Nothing more due now: the gate stays shut until the next fire time (a new or changed
+      // schedule lowers it through its NOTIFY). Left open, a pass that claims for a busy
+      // worker and so never reaches the idle path below would run a generation transaction
+      // every time.
+      if (n < SCHEDULE_BATCH) this.scheduleDueAt = (await nextFireAt(this.o.db))?.getTime() ?? Infinity;
+      return n;
     } catch (err) {
       // Schedules must not hold back one-off jobs: claims go on, generation is retried.
       this.o.log.error({ err }, "occurrence generation failed; retrying on the next pass");

@@ -75,8 +75,11 @@ export interface InFlight {
 const MAX_CLAIM = 500;
 /** How far ahead of its calls the worker keeps claimed jobs at hand: the call rate × this. */
 const PREFETCH_HORIZON_MS = 250;
-/** How far ahead of its calls the worker opens attempts: the call rate × this (see armAhead). */
-const ARM_HORIZON_MS = 5;
+/**
+ * Calls at least this short (on average) let the worker open the next slots' attempts while
+ * the current calls run (see armAhead): an armed job then waits for its slot about one call.
+ */
+const ARM_MAX_CALL_MS = 50;
 
 /**
  * Claims queued jobs under a lease, checks each again right before calling, calls the
@@ -115,6 +118,8 @@ export class Worker {
   private queueBacklog = false;
   /** Calls finished per second, smoothed: sizes the prefetch. */
   private callRate = 0;
+  /** How long a call takes, smoothed (ms); undefined before the first. */
+  private callMs: number | undefined;
   private rateAt = performance.now();
   private rateCount = 0;
   private loopDone: Promise<void> | undefined;
@@ -417,17 +422,17 @@ export class Worker {
   }
 
   /**
-   * Checked jobs kept armed beyond the free call slots: what the worker calls in
-   * ARM_HORIZON_MS, at most one per slot. With fast targets each pre-call check then carries
-   * the next slots' jobs too, and a slot that frees is used at once, not after a round trip;
-   * with slow ones (a call rate below 1000 / ARM_HORIZON_MS per slot) nothing is armed ahead,
-   * so an attempt is never opened long before its call.
+   * Checked jobs kept armed beyond the free call slots: one per slot while calls are short
+   * (ARM_MAX_CALL_MS). Each pre-call check then carries the next slots' jobs while the current
+   * calls run, and a slot that frees is used at once, not after a round trip; an armed job
+   * waits for its slot about one short call. With slower calls nothing is armed ahead, so an
+   * attempt is never opened long before its call.
    */
   private armAhead(): number {
     // Reserved slots are counted over calls: an armed job of the ordinary class would take
     // the next free slot whatever its class, so with them nothing is armed ahead.
-    if (this.o.reservedSlots) return 0;
-    return Math.min(this.o.concurrency, Math.floor((this.callRate * ARM_HORIZON_MS) / 1000));
+    if (this.o.reservedSlots || this.callMs === undefined || this.callMs > ARM_MAX_CALL_MS) return 0;
+    return this.o.concurrency;
   }
 
   /** Calls armed jobs while call slots are free; one whose cancel or lease loss came meanwhile is given back uncalled. */
@@ -613,8 +618,11 @@ export class Worker {
     // the write is batched with others, and a slot held through it would make every call
     // wait for a commit. The job stays in `inflight` (its lease renewed) until it is written,
     // and the claim room counts it, so unwritten outcomes cannot pile up unbounded.
+    const launchedAt = performance.now();
     const called = () => {
       if (!this.inCall.delete(id)) return;
+      const ms = performance.now() - launchedAt;
+      this.callMs = this.callMs === undefined ? ms : this.callMs * 0.9 + ms * 0.1;
       this.o.metrics.inflight.set(this.inCall.size);
       this.countCall();
       this.launchArmed();
