@@ -142,8 +142,9 @@ WITH r AS (
 ), late AS (
   -- The reaper recorded this call lost and decided the job on that verdict, which stays (a
   -- rewrite could show two successes for one job); the real outcome goes beside it, once.
+  -- Only the attempts `a` did not find open (it runs first): nothing to look up when none was late.
   UPDATE attempts a SET late_outcome = r.outcome, late_http_status = r.http_status, late_at = now()
-  FROM r WHERE a.id = ANY(ARRAY(SELECT attempt_id FROM r)) AND a.id = r.attempt_id
+  FROM r WHERE a.id = ANY(ARRAY(SELECT attempt_id FROM r EXCEPT SELECT id FROM a)) AND a.id = r.attempt_id
     AND a.outcome = 'lost' AND a.late_outcome IS NULL
   RETURNING a.id, a.job_id, a.number, a.lease_generation
 ), overruled AS (
