@@ -5,6 +5,7 @@ import { StatsHistory } from "./obs/stats-history.ts";
 import { serve } from "./api/server.ts";
 import { Dispatcher } from "./dispatcher/dispatcher.ts";
 import { RetentionPruner } from "./dispatcher/retention-pruner.ts";
+import { TableAnalyzer } from "./dispatcher/table-analyzer.ts";
 import { IndexKeeper } from "./index/index-keeper.ts";
 import { openIndex } from "./index/open-index.ts";
 import { createLogger, type Logger } from "./obs/log.ts";
@@ -30,6 +31,7 @@ export interface Runtime {
   dispatcher?: Dispatcher;
   /** Retention of finished jobs, payloads (and audit, if asked): runs while this process leads dispatch. */
   pruner?: RetentionPruner;
+  analyzer?: TableAnalyzer;
   /** The Redis due index's keeper, when REDIS_URL or Upstash is set and this process dispatches. */
   index?: IndexKeeper;
   authority?: RegionAuthority;
@@ -144,6 +146,8 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     await rt.dispatcher.begin();
     rt.pruner = new RetentionPruner({ db, retention: config.retention, log, metrics, isLeader: () => rt.dispatcher?.elector.current !== undefined });
     rt.pruner.start();
+    rt.analyzer = new TableAnalyzer({ db, log, isLeader: () => rt.dispatcher?.elector.current !== undefined });
+    rt.analyzer.start();
   }
   const home = rt.authority.current?.homeRegion;
   if ((want("dispatcher") || want("worker")) && home !== config.region) {
@@ -172,6 +176,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
         ["http server", () => rt.server?.stop()],
         ["stats history", () => rt.history?.stop()],
         ["retention pruner", () => rt.pruner?.stop()],
+        ["table analyzer", () => rt.analyzer?.stop()],
         ["dispatcher", () => rt.dispatcher?.end()],
         ["due index", () => rt.index?.close()],
         ["region authority", () => rt.authority?.end()],

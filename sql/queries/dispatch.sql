@@ -145,6 +145,8 @@ SELECT pg_notify('scheduler_queued', $1::text);
 -- after the locks: a StartAttempts that committed between this statement's snapshot and its
 -- lock (its attempt invisible here) is then seen, and one still waiting for the lock finds
 -- the job no longer running.
+-- On jobs_in_flight (016): every in-flight job is looked at, a bounded set (what workers
+-- hold and the short queue), so lease updates need no index of their own.
 SELECT j.id FROM jobs j
 WHERE j.status IN ('queued', 'running')
   AND j.lease_until < now() - make_interval(secs => $2::float8 / 1000)

@@ -35,3 +35,11 @@ UNION ALL
 (SELECT 'tenant', tenant, count(*), NULL::bigint, NULL::float8 FROM d GROUP BY tenant ORDER BY count(*) DESC, tenant LIMIT $1)
 UNION ALL
 SELECT 'shard', shard::text, count(*), NULL::bigint, extract(epoch FROM now() - min(due_at))::float8 FROM d GROUP BY shard;
+
+-- name: GrowingTables
+-- Tables of $1 (this schema's) that have at least doubled, by 1000 rows or more, since the last
+-- analyze (reltuples is -1 before the first): see TableAnalyzer.
+SELECT s.relname AS table, s.n_live_tup AS rows, c.reltuples::bigint AS analyzed
+FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+WHERE s.schemaname = current_schema() AND s.relname = ANY($1::text[])
+  AND s.n_live_tup >= 1000 AND s.n_live_tup > 2 * greatest(c.reltuples, 0);

@@ -14,14 +14,7 @@ export function openPostgres(opts: PostgresDriverOptions): Db {
   const sql = postgres(opts.url, {
     max: opts.maxConnections ?? 10,
     onnotice: () => {},
-    connection: {
-      application_name: opts.applicationName ?? "scheduler",
-      // Statements are prepared, and a prepared statement's generic plan, once chosen, stays
-      // until the next ANALYZE: one picked while a table was nearly empty (a new database, a
-      // first burst) kept sequential scans of `attempts` while it grew by tens of thousands
-      // of rows a minute. Custom plans see each call's parameters and the tables' current size.
-      plan_cache_mode: "force_custom_plan",
-    },
+    connection: { application_name: opts.applicationName ?? "scheduler" },
     // Cancelled statements and idle connections should not keep a crashed peer's locks.
     idle_timeout: 60,
     // Seconds before reconnecting. The driver's default grows with every failed connect of
