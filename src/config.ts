@@ -26,6 +26,8 @@ export interface Config {
   flow: PlannerSettings;
   tokens: TokenGrant[];
   signingKey?: Uint8Array;
+  /** Workers reload signing keys at least this often (a change normally arrives by NOTIFY at once). */
+  signingKeysRefreshMs: number;
   workerConcurrency: number;
   allowPrivateTargets: boolean;
   logLevel: "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
@@ -197,6 +199,7 @@ const ENV_SCHEMA = {
   SCHEDULER_HOST_RATE: v.pipe(v.string(), v.regex(/^\d{1,7}(\.\d{1,6})?$/, "must be calls per second, a number like 5 or 0.5"), v.transform(Number), v.minValue(0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000")),
   SCHEDULER_HOST_CONCURRENCY: int(1, 10_000),
   SCHEDULER_PRESTAGE: duration(0),
+  SCHEDULER_SIGNING_KEYS_REFRESH: duration(100),
   SCHEDULER_STATS_INTERVAL: duration(100),
   SCHEDULER_SHARDS: int(1, 1024),
   SCHEDULER_RESERVED_SLOTS: v.pipe(
@@ -300,6 +303,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     autoFailover: read(env, "SCHEDULER_AUTO_FAILOVER") ?? true,
     tokens,
     signingKey,
+    signingKeysRefreshMs: read(env, "SCHEDULER_SIGNING_KEYS_REFRESH") ?? 10_000,
     workerConcurrency,
     allowPrivateTargets: read(env, "SCHEDULER_ALLOW_PRIVATE_TARGETS") ?? false,
     logLevel: read(env, "LOG_LEVEL") ?? "info",
