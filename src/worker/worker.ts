@@ -5,7 +5,7 @@ import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { Sleeper } from "../time/sleeper.ts";
 import { CompletionBatcher, OutcomeNotRecorded } from "./completion-batcher.ts";
-import { HostLimiter, hostKey } from "./host-limiter.ts";
+import { HostLimiter, laneKey } from "./host-limiter.ts";
 import type { SigningKeyring } from "./signing-keyring.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_STOP } from "./abort-reasons.ts";
@@ -321,7 +321,7 @@ export class Worker {
       for (const job of claimed) {
         const f = this.inflight.get(job.id);
         if (!f) continue;
-        const a = this.limiter.admit(hostKey(job.target.url), job.id, this.limiter.limitsOf(job.host_limits), f, now);
+        const a = this.limiter.admit(laneKey(job.target.url, job.tenant, job.host_limits), job.id, this.limiter.limitsOf(job.host_limits), f, now);
         if (a.kind === "go") {
           ready.push(f);
           continue;
