@@ -74,13 +74,23 @@ const wake = async (q: Queryable, next: Date | null) => {
   if (next) await q.query(sql("NotifyScheduleDue"), [String(next.getTime())]);
 };
 
+/** A tenant at its schedule quota (issue 16, hole 8). */
+export class ScheduleQuotaError extends Error {
+  override readonly name = "ScheduleQuotaError";
+}
+
 /** Inserts a schedule; undefined when the id is taken in the tenant. */
 /**
  * `firstFire`, when given, sets next_fire_at from the database's now() read in this same
  * transaction: the first fire is never decided by the process clock.
  */
-export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor, payloads: Payload[] = [], firstFire?: (dbNowMs: number) => Date | null): Promise<ScheduleRow | undefined> {
+export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor, payloads: Payload[] = [], firstFire?: (dbNowMs: number) => Date | null, maxSchedules?: number): Promise<ScheduleRow | undefined> {
   return db.tx(async (q) => {
+    if (maxSchedules !== undefined) {
+      await q.query(sql("LockTenantSchedules"), [s.tenant]);
+      const n = Number((await q.query<{ n: string }>(sql("CountTenantSchedules"), [s.tenant, maxSchedules]))[0]!.n);
+      if (n >= maxSchedules) throw new ScheduleQuotaError(`tenant ${s.tenant} has ${n} schedules, the most it may have (SCHEDULER_TENANT_MAX_SCHEDULES or its schedules= quota); delete one first`);
+    }
     await storePayloads(q, payloads);
     if (firstFire) s = { ...s, next_fire_at: firstFire((await transactionNow(q)).getTime()) };
     const row = (await q.query<ScheduleRow>(sql("InsertSchedule"), [JSON.stringify(s)]))[0];

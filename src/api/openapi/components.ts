@@ -116,6 +116,10 @@ export const Schedule = v.object({
     v.array(v.object({ at: instant, local: v.pipe(v.string(), v.description("The same instant in the schedule's zone, with its UTC offset.")) })),
     v.description("GET /v1/schedules/{id}?preview=N only: the next N fire instants."),
   )),
+  preview_truncated: v.optional(v.pipe(
+    v.literal(true),
+    v.description("The preview stopped after its time budget (250 ms of computing) with fewer than N instants: ask for fewer, or from a later start_at."),
+  )),
 });
 
 export const Cluster = v.object({
