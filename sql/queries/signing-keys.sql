@@ -46,3 +46,9 @@ ORDER BY created_at, id;
 -- name: NotifySigningKeys
 -- Workers reload their keys (worker/signing-keyring.ts); sent in the changing transaction.
 SELECT pg_notify('scheduler_signing_keys', '');
+
+-- name: RetireScheduleSigningKeys
+-- A deleted schedule's keys retire with it: a new schedule of the same id starts without them.
+UPDATE signing_keys SET retired_at = now()
+WHERE tenant = $1 AND schedule_id = $2 AND (retired_at IS NULL OR retired_at > now())
+RETURNING id;

@@ -1,5 +1,6 @@
 import type { Db, Queryable } from "./db.ts";
 import { insertAudit, transactionNow, type Actor } from "./jobs.ts";
+import { retireScheduleKeys } from "./signing-keys.ts";
 import { type Payload, storePayloads } from "./payloads.ts";
 import { sql } from "./sql.ts";
 import type { HostLimits, Target } from "./types.ts";
@@ -139,7 +140,8 @@ export async function deleteSchedule(db: Db, tenant: string, id: string, by: Act
     const row = (await q.query<ScheduleRow>(sql("DeleteSchedule"), [tenant, id]))[0];
     if (!row) return undefined;
     const cancelled = await q.query(sql("CancelPendingOccurrences"), [tenant, id]);
-    await insertAudit(q, { actor: by.actor, tenant, action: "schedule.deleted", objectId: id, reason: by.reason ?? null, details: { cancelled_occurrences: cancelled.length } });
+    const keys = await retireScheduleKeys(q, tenant, id, { actor: by.actor, reason: by.reason ?? null });
+    await insertAudit(q, { actor: by.actor, tenant, action: "schedule.deleted", objectId: id, reason: by.reason ?? null, details: { cancelled_occurrences: cancelled.length, ...(keys > 0 ? { retired_signing_keys: keys } : {}) } });
     return { row, cancelled: cancelled.length };
   });
 }

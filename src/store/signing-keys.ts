@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Db, Queryable } from "./db.ts";
+import { insertAuditBatch } from "./audit.ts";
 import { insertAudit } from "./jobs.ts";
 import { sql } from "./sql.ts";
 
@@ -115,4 +116,13 @@ export async function listSigningKeys(db: Queryable, f: SigningKeyFilter): Promi
 export async function liveSigningKeys(db: Queryable): Promise<LiveSigningKey[]> {
   const rows = await db.query<{ id: string; tenant: string; schedule_id: string | null; secret_hex: string; retired_at: Date | null }>(sql("LiveSigningKeys"));
   return rows.map((r) => ({ id: r.id, tenant: r.tenant, schedule_id: r.schedule_id, secret: new Uint8Array(Buffer.from(r.secret_hex, "hex")), retiresAt: r.retired_at?.getTime() ?? null }));
+}
+
+/** Retires the live keys of a schedule being deleted (in its transaction), audited; how many. */
+export async function retireScheduleKeys(q: Queryable, tenant: string, scheduleId: string, by: Actor): Promise<number> {
+  const rows = await q.query<{ id: string }>(sql("RetireScheduleSigningKeys"), [tenant, scheduleId]);
+  if (rows.length === 0) return 0;
+  await insertAuditBatch(q, rows.map((r) => ({ actor: by.actor, tenant, action: "signing_key.retired", objectId: r.id, reason: by.reason ?? "its schedule was deleted", details: { schedule_id: scheduleId, schedule_deleted: true } })));
+  await q.query(sql("NotifySigningKeys"));
+  return rows.length;
 }

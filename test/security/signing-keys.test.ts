@@ -173,6 +173,13 @@ for (const driver of DRIVERS) {
       expect(verifies(k.body.secret, plain)).toBe(false);
       const listed = await api(rt, "GET", "/v1/signing-keys?schedule_id=nightly", undefined, A);
       expect(listed.body.items.map((x: any) => x.id)).toEqual([k.body.id]);
+      // Deleting the schedule retires its keys: a new schedule of that id starts without them.
+      expect((await api(rt, "DELETE", "/v1/schedules/nightly", undefined, WA)).status).toBe(200);
+      const after = await api(rt, "GET", "/v1/signing-keys?schedule_id=nightly", undefined, A);
+      expect(after.body.items.map((x: any) => [x.id, x.status])).toEqual([[k.body.id, "retired"]]);
+      await eventually(() => rt.keyring!.keysFor("acme", "nightly")[0] === rt.keyring!.keysFor("acme", null)[0], 15_000, "the deleted schedule's key gone");
+      const audit = await api(rt, "GET", `/v1/audit?object_id=${k.body.id}`, undefined, ROOT);
+      expect(audit.body.items.map((x: any) => x.action).sort()).toEqual(["signing_key.created", "signing_key.retired"]);
     });
 
     test("validation and scopes: 400 naming the field, 403 for scope or tenant, 404 for unknown or another tenant's key", async () => {

@@ -118,7 +118,7 @@ export const Schedule = v.object({
   )),
   preview_truncated: v.optional(v.pipe(
     v.literal(true),
-    v.description("The preview stopped after its time budget (250 ms of computing) with fewer than N instants: ask for fewer, or from a later start_at."),
+    v.description("The preview stopped with fewer than N instants: at instants more than 10 years after its start (or, as a safety net, after 2 s of computing)."),
   )),
 });
 

@@ -26,7 +26,7 @@ export const schedulesDocs: RouteDoc[] = [
     method: "get", path: "/v1/schedules/:id", tag: "Schedules", auth: "jobs:read", params: SCHEDULE_ID,
     summary: "Get a schedule, optionally with its next fire instants",
     query: v.object({
-      preview: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(MAX_PREVIEW), v.description(`Add the next N fire instants (at most ${MAX_PREVIEW}) from max(now, start_at). Computing stops after 250 ms: then fewer come, with \`preview_truncated: true\`.`))),
+      preview: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(MAX_PREVIEW), v.description(`Add the next N fire instants (at most ${MAX_PREVIEW}) from max(now, start_at). Instants more than 10 years out are not computed: then fewer come, with \`preview_truncated: true\`.`))),
       ...tenantOf.entries,
     }),
     responses: { 200: json("Schedule", "The schedule (with `preview` when asked)."), ...errors(400, 401, 403, 404) },
