@@ -22,10 +22,25 @@ export interface Config {
   /** Region authority lease: its TTL, and whether a standby takes over when it lapses. */
   authorityTtlMs: number;
   autoFailover: boolean;
-  /** Fair dispatch: class weights, aging, tenant quotas, the global dispatch rate. */
+  /**
+   * Fair dispatch: class weights, aging, tenant quotas, the global dispatch rate. Every
+   * tenant's jobs queued or running are capped by default (flow.tenantDefault.maxRunning:
+   * SCHEDULER_TENANT_MAX_RUNNING, else SCHEDULER_TENANT_SHARE of WORKER_CONCURRENCY), so one
+   * tenant cannot hold every worker slot.
+   */
   flow: PlannerSettings;
+  /** Default ceilings on what one tenant may set up (issue 16, hole 8). */
+  ceilings: {
+    /** Schedules per tenant, at most (a tenant's `schedules=N` in SCHEDULER_TENANT_QUOTAS overrides it). */
+    maxSchedules: number;
+    schedulesOverrides: Record<string, number>;
+    /** A schedule's rule may not fire more often than this (the shortest gap among its next instants). */
+    minScheduleIntervalMs: number;
+  };
   tokens: TokenGrant[];
   signingKey?: Uint8Array;
+  /** Workers reload signing keys at least this often (a change normally arrives by NOTIFY at once). */
+  signingKeysRefreshMs: number;
   workerConcurrency: number;
   /** Claimed jobs a worker may hold ready beyond its calls in flight, at most. */
   workerPrefetch: number;
@@ -73,7 +88,7 @@ export interface Config {
   pollIntervalMs: number;
   /** How long a graceful stop waits for in-flight calls before releasing them. */
   shutdownGraceMs: number;
-  /** Catch-up occurrences released per second at most, after downtime; also caps bulk DLQ replays. */
+  /** Catch-up occurrences released per second at most per tenant, after downtime; also caps bulk DLQ replays. */
   catchupPerSecond: number;
   /** A dead job that died the same way after this many replays is quarantined. */
   dlqQuarantineAfter: number;
@@ -196,6 +211,9 @@ const ENV_SCHEMA = {
   SCHEDULER_PRIORITY_WEIGHTS: v.pipe(v.string(), v.regex(/^\s*\d{1,4}\s*,\s*\d{1,4}\s*,\s*\d{1,4}\s*$/, "must be three whole numbers high,normal,low like 8,3,1")),
   SCHEDULER_AGING: duration(1000),
   SCHEDULER_TENANT_MAX_RUNNING: int(1, 10_000_000),
+  SCHEDULER_TENANT_SHARE: v.pipe(v.string(), v.regex(/^(0(\.\d{1,4})?|1(\.0{1,4})?)$/, "must be a fraction of WORKER_CONCURRENCY above 0 and at most 1, like 0.5"), v.transform(Number), v.minValue(0.0001, "must be above 0")),
+  SCHEDULER_TENANT_MAX_SCHEDULES: int(1, 10_000_000),
+  SCHEDULER_MIN_SCHEDULE_INTERVAL: duration(1000),
   SCHEDULER_TENANT_RATE: int(1, 10_000_000),
   SCHEDULER_DISPATCH_RATE: int(1, 10_000_000),
   SCHEDULER_AUTO_FAILOVER: bool,
@@ -203,6 +221,7 @@ const ENV_SCHEMA = {
   SCHEDULER_HOST_RATE: v.pipe(v.string(), v.regex(/^\d{1,7}(\.\d{1,6})?$/, "must be calls per second, a number like 5 or 0.5"), v.transform(Number), v.minValue(0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000")),
   SCHEDULER_HOST_CONCURRENCY: int(1, 10_000),
   SCHEDULER_PRESTAGE: duration(0),
+  SCHEDULER_SIGNING_KEYS_REFRESH: duration(100),
   SCHEDULER_STATS_INTERVAL: duration(100),
   SCHEDULER_SHARDS: int(1, 1024),
   SCHEDULER_RESERVED_SLOTS: v.pipe(
@@ -266,7 +285,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
   const leaseTtlMs = read(env, "SCHEDULER_LEASE_TTL") ?? 30_000;
   const weights = (read(env, "SCHEDULER_PRIORITY_WEIGHTS") ?? "8,3,1").split(",").map((w) => Number(w.trim()));
   if (weights.some((w) => w < 1)) throw new ConfigError(`SCHEDULER_PRIORITY_WEIGHTS must be three whole numbers ≥ 1 (got ${JSON.stringify(env.SCHEDULER_PRIORITY_WEIGHTS)})`);
-  let tenantOverrides = {};
+  let tenantOverrides: ReturnType<typeof parseTenantQuotas> = {};
   if (env.SCHEDULER_TENANT_QUOTAS) {
     try {
       tenantOverrides = parseTenantQuotas(env.SCHEDULER_TENANT_QUOTAS);
@@ -288,6 +307,16 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
   const prestageMs = read(env, "SCHEDULER_PRESTAGE") ?? 0;
   if (prestageMs > 60_000) throw new ConfigError(`SCHEDULER_PRESTAGE must be at most 60s: claimed jobs wait in workers' memory until due (got ${JSON.stringify(env.SCHEDULER_PRESTAGE)})`);
   const workerConcurrency = read(env, "WORKER_CONCURRENCY") ?? 100;
+  // With tenants (a token limited to one tenant) a tenant may fill this share of a worker's
+  // slots by default: 100 calls to a tarpit with a 1 h timeout then hold half the slots, not
+  // all of them. Without (only "*" tokens, or none: one operator's jobs) no share applies by
+  // default: a cap costs a lone tenant's saturating load its throughput for nothing.
+  const share = read(env, "SCHEDULER_TENANT_SHARE");
+  const multiTenant = tokens.some((t) => t.tenant !== "*");
+  const tenantMaxRunning = read(env, "SCHEDULER_TENANT_MAX_RUNNING")
+    ?? (share !== undefined || multiTenant ? Math.max(1, Math.ceil((share ?? 0.5) * workerConcurrency)) : undefined);
+  const schedulesOverrides: Record<string, number> = {};
+  for (const [tenant, q] of Object.entries(tenantOverrides)) if (q.maxSchedules !== undefined) schedulesOverrides[tenant] = q.maxSchedules;
   const reservedSlots = read(env, "SCHEDULER_RESERVED_SLOTS");
   if (reservedSlots && (reservedSlots.slots < 1 || reservedSlots.slots >= workerConcurrency)) {
     throw new ConfigError(`SCHEDULER_RESERVED_SLOTS must reserve at least 1 and fewer than WORKER_CONCURRENCY (${workerConcurrency}) slots (got ${JSON.stringify(env.SCHEDULER_RESERVED_SLOTS)})`);
@@ -306,6 +335,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     autoFailover: read(env, "SCHEDULER_AUTO_FAILOVER") ?? true,
     tokens,
     signingKey,
+    signingKeysRefreshMs: read(env, "SCHEDULER_SIGNING_KEYS_REFRESH") ?? 10_000,
     workerConcurrency,
     workerPrefetch: read(env, "WORKER_PREFETCH") ?? 512,
     allowPrivateTargets: read(env, "SCHEDULER_ALLOW_PRIVATE_TARGETS") ?? false,
@@ -342,9 +372,14 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     flow: {
       weights: { high: weights[0]!, normal: weights[1]!, low: weights[2]! },
       agingMs: read(env, "SCHEDULER_AGING") ?? 60_000,
-      tenantDefault: { maxRunning: read(env, "SCHEDULER_TENANT_MAX_RUNNING"), ratePerSec: read(env, "SCHEDULER_TENANT_RATE") },
+      tenantDefault: { maxRunning: tenantMaxRunning, ratePerSec: read(env, "SCHEDULER_TENANT_RATE") },
       tenantOverrides,
       globalRatePerSec: read(env, "SCHEDULER_DISPATCH_RATE"),
+    },
+    ceilings: {
+      maxSchedules: read(env, "SCHEDULER_TENANT_MAX_SCHEDULES") ?? 1000,
+      schedulesOverrides,
+      minScheduleIntervalMs: read(env, "SCHEDULER_MIN_SCHEDULE_INTERVAL") ?? 10_000,
     },
     index: {
       windowMs: read(env, "SCHEDULER_INDEX_WINDOW") ?? 3_600_000,

@@ -21,6 +21,7 @@ import { openDb } from "./store/open.ts";
 import { FaultSwitch, withTestFaults } from "./store/test-faults.ts";
 import type { JobRow } from "./store/types.ts";
 import { Worker } from "./worker/worker.ts";
+import { SigningKeyring } from "./worker/signing-keyring.ts";
 import { DbClock } from "./time/db-clock.ts";
 
 export interface Runtime {
@@ -36,6 +37,8 @@ export interface Runtime {
   index?: IndexKeeper;
   authority?: RegionAuthority;
   worker?: Worker;
+  /** Signing keys in memory (worker mode). */
+  keyring?: SigningKeyring;
   /** Backlog and throughput samples for the dashboard (api mode). */
   history?: StatsHistory;
   server?: ReturnType<typeof serve>;
@@ -107,9 +110,12 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   const dispatchHere = want("dispatcher");
   const workHere = want("worker");
   if (workHere) {
+    // Keys first: a worker does not call before it knows what to sign with.
+    rt.keyring = new SigningKeyring({ db, log, fallback: config.signingKey, refreshMs: config.signingKeysRefreshMs, now: () => clock.now() });
+    await rt.keyring.begin();
     rt.worker = new Worker({
       db, owner, region: config.region, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, leaseMarginMs: config.clockSkewMs, asyncLeaseMs: config.asyncLeaseMs, pollIntervalMs: config.pollIntervalMs,
-      shutdownGraceMs: config.shutdownGraceMs, signingKey: config.signingKey, allowPrivateTargets: config.allowPrivateTargets,
+      shutdownGraceMs: config.shutdownGraceMs, keyring: rt.keyring, allowPrivateTargets: config.allowPrivateTargets,
       log, metrics, beforeStart: opts.beforeStart, afterStartAttempts: opts.afterStartAttempts, hostLimits: config.hostLimits,
       prestageMs: config.prestageMs, reservedSlots: config.reservedSlots, clock,
       prefetch: config.workerPrefetch,
@@ -181,6 +187,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
         ["due index", () => rt.index?.close()],
         ["region authority", () => rt.authority?.end()],
         ["worker", () => rt.worker?.stop()],
+        ["signing keyring", () => rt.keyring?.end()],
         ["database clock", () => void clock.stop()],
         ["database", () => (ownsDb ? db.close() : undefined)],
       ];

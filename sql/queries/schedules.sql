@@ -130,3 +130,12 @@ RETURNING id;
 -- with the reason, so that it cannot hold back every other schedule and job.
 UPDATE schedules SET paused = true, paused_reason = $3, version = version + 1, updated_at = now()
 WHERE tenant = $1 AND id = $2;
+
+-- name: LockTenantSchedules
+-- Creations in one tenant one at a time, so two cannot both pass the quota check
+-- (class 727115022: the second key is the tenant's hash).
+SELECT pg_advisory_xact_lock(727115022, hashtext($1));
+
+-- name: CountTenantSchedules
+-- The tenant's schedules, counted up to $2 (the quota): on the primary key.
+SELECT count(*) AS n FROM (SELECT 1 FROM schedules WHERE tenant = $1 LIMIT $2) s;

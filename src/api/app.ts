@@ -16,6 +16,7 @@ import type { StatsHistory } from "../obs/stats-history.ts";
 import { asyncRoutes, LEASE_ROUTE } from "./async-routes.ts";
 import { dlqRoutes } from "./dlq-routes.ts";
 import { auditRoutes } from "./audit-routes.ts";
+import { signingKeysRoutes } from "./signing-keys-routes.ts";
 import { auditAdminUse } from "./admin-audit.ts";
 import type { RegionAuthority } from "../region/authority.ts";
 import { openApiRoutes } from "./openapi/openapi-routes.ts";
@@ -98,6 +99,7 @@ export function createApp(deps: AppDeps) {
     app.route("/v1", statsRoutes({ db, config, history: deps.history }));
     app.route("/v1", dlqRoutes({ db, config, metrics }));
     app.route("/v1", auditRoutes(db));
+    app.route("/v1", signingKeysRoutes({ db }));
   }
   return app;
 }

@@ -85,7 +85,8 @@ export const RetrySchema = v.strictObject({
 /**
  * Limits for calls to the target's host (host:port): calls per second and calls in flight, in
  * each worker process. They replace SCHEDULER_HOST_RATE / SCHEDULER_HOST_CONCURRENCY for this
- * job; when jobs to one host carry different limits, the tightest applies to every call.
+ * job, and pace only its own tenant's calls to that host (the tightest among that tenant's jobs
+ * there); other tenants' calls to the host are not slowed by them.
  * null: none (the settings apply).
  */
 export const HostLimitsSchema = v.nullable(v.pipe(

@@ -66,3 +66,20 @@ export function firstFire(rule: CronRule, nowMs: number, startAt: Date | null, e
   if (next === null || (endAt && next > endAt.getTime())) return null;
   return new Date(next);
 }
+
+/** Instants sampled for a rule's shortest gap: dense rules show it at once, and it bounds the cost. */
+const GAP_SAMPLES = 32;
+
+/**
+ * A rule may not fire more often than minMs (SCHEDULER_MIN_SCHEDULE_INTERVAL): the shortest
+ * gap among its next GAP_SAMPLES instants from now. 400 naming `cron` otherwise.
+ */
+export function checkInterval(rule: CronRule, nowMs: number, minMs: number): void {
+  const at = rule.next(GAP_SAMPLES, nowMs);
+  for (let i = 1; i < at.length; i++) {
+    const gap = at[i]! - at[i - 1]!;
+    if (gap < minMs) {
+      throw badRequest(`cron fires ${gap / 1000} s apart (at ${new Date(at[i - 1]!).toISOString()} and ${new Date(at[i]!).toISOString()}); schedules may fire at most every ${minMs / 1000} s (SCHEDULER_MIN_SCHEDULE_INTERVAL)`, "cron");
+    }
+  }
+}

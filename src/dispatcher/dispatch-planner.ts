@@ -28,6 +28,8 @@ export interface TenantQuota {
   maxRunning?: number;
   /** Dispatches per second, at most. */
   ratePerSec?: number;
+  /** Schedules the tenant may have (checked by the API, not here). */
+  maxSchedules?: number;
 }
 
 export interface PlannerSettings {

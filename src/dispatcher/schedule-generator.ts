@@ -13,7 +13,7 @@ export interface ScheduleGeneratorOptions {
   db: Db;
   /** Schedules per transaction. */
   batch: number;
-  /** Catch-up occurrences released per second at most, across all schedules. */
+  /** Catch-up occurrences released per second at most, per tenant (across its schedules). */
   catchupPerSecond: number;
   log: Logger;
   metrics: Metrics;
@@ -30,8 +30,13 @@ const MAX_SCAN = 5_000;
  */
 export class ScheduleGenerator {
   private rules = new Map<string, CronRule>();
-  /** Earliest instant (epoch ms) the next catch-up occurrence may be due: a rate limit. */
-  private catchupCursor = 0;
+  /**
+   * Per tenant, the earliest instant (epoch ms) its next catch-up occurrence may be due: a
+   * rate limit. Per tenant, so that one tenant's backlog (fire_all after an outage) does not
+   * push every other tenant's catch-up behind it; the dispatch planner then shares workers
+   * between tenants round robin.
+   */
+  private readonly catchupCursor = new Map<string, number>();
 
   constructor(private readonly o: ScheduleGeneratorOptions) {}
 
@@ -166,8 +171,10 @@ export class ScheduleGenerator {
     let due = spread;
     if (occ.late) {
       // Catch-up is released at a bounded rate, never as one burst.
-      due = Math.max(due, nowMs, this.catchupCursor);
-      this.catchupCursor = due + 1000 / this.o.catchupPerSecond;
+      due = Math.max(due, nowMs, this.catchupCursor.get(s.tenant) ?? 0);
+      // Cursors in the past hold nothing back: forgetting them loses nothing.
+      if (this.catchupCursor.size >= 10_000) for (const [t, at] of this.catchupCursor) if (at <= nowMs) this.catchupCursor.delete(t);
+      this.catchupCursor.set(s.tenant, due + 1000 / this.o.catchupPerSecond);
     }
     const startWithin = s.misfire === "skip" || occ.strictStart ? occ.graceMs : Number(s.catchup_window_ms);
     return {

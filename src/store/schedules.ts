@@ -1,5 +1,6 @@
 import type { Db, Queryable } from "./db.ts";
 import { insertAudit, transactionNow, type Actor } from "./jobs.ts";
+import { retireScheduleKeys } from "./signing-keys.ts";
 import { type Payload, storePayloads } from "./payloads.ts";
 import { sql } from "./sql.ts";
 import type { HostLimits, Target } from "./types.ts";
@@ -74,13 +75,23 @@ const wake = async (q: Queryable, next: Date | null) => {
   if (next) await q.query(sql("NotifyScheduleDue"), [String(next.getTime())]);
 };
 
+/** A tenant at its schedule quota (issue 16, hole 8). */
+export class ScheduleQuotaError extends Error {
+  override readonly name = "ScheduleQuotaError";
+}
+
 /** Inserts a schedule; undefined when the id is taken in the tenant. */
 /**
  * `firstFire`, when given, sets next_fire_at from the database's now() read in this same
  * transaction: the first fire is never decided by the process clock.
  */
-export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor, payloads: Payload[] = [], firstFire?: (dbNowMs: number) => Date | null): Promise<ScheduleRow | undefined> {
+export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor, payloads: Payload[] = [], firstFire?: (dbNowMs: number) => Date | null, maxSchedules?: number): Promise<ScheduleRow | undefined> {
   return db.tx(async (q) => {
+    if (maxSchedules !== undefined) {
+      await q.query(sql("LockTenantSchedules"), [s.tenant]);
+      const n = Number((await q.query<{ n: string }>(sql("CountTenantSchedules"), [s.tenant, maxSchedules]))[0]!.n);
+      if (n >= maxSchedules) throw new ScheduleQuotaError(`tenant ${s.tenant} has ${n} schedules, the most it may have (SCHEDULER_TENANT_MAX_SCHEDULES or its schedules= quota); delete one first`);
+    }
     await storePayloads(q, payloads);
     if (firstFire) s = { ...s, next_fire_at: firstFire((await transactionNow(q)).getTime()) };
     const row = (await q.query<ScheduleRow>(sql("InsertSchedule"), [JSON.stringify(s)]))[0];
@@ -129,7 +140,8 @@ export async function deleteSchedule(db: Db, tenant: string, id: string, by: Act
     const row = (await q.query<ScheduleRow>(sql("DeleteSchedule"), [tenant, id]))[0];
     if (!row) return undefined;
     const cancelled = await q.query(sql("CancelPendingOccurrences"), [tenant, id]);
-    await insertAudit(q, { actor: by.actor, tenant, action: "schedule.deleted", objectId: id, reason: by.reason ?? null, details: { cancelled_occurrences: cancelled.length } });
+    const keys = await retireScheduleKeys(q, tenant, id, { actor: by.actor, reason: by.reason ?? null });
+    await insertAudit(q, { actor: by.actor, tenant, action: "schedule.deleted", objectId: id, reason: by.reason ?? null, details: { cancelled_occurrences: cancelled.length, ...(keys > 0 ? { retired_signing_keys: keys } : {}) } });
     return { row, cancelled: cancelled.length };
   });
 }

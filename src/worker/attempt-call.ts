@@ -8,6 +8,7 @@ import type { CompletionBatcher } from "./completion-batcher.ts";
 import { decideNext } from "./decide.ts";
 import { deliver, type DeliveryResult } from "./deliver.ts";
 import type { HostLimiter } from "./host-limiter.ts";
+import type { SigningKeyring } from "./signing-keyring.ts";
 import { waitOutPause } from "./pause-wait.ts";
 import { type PayloadCache, withBody } from "./payload-cache.ts";
 import type { InFlight } from "./worker.ts";
@@ -21,7 +22,8 @@ export interface AttemptDeps {
   limiter: HostLimiter<InFlight>;
   payloads: PayloadCache;
   completions: CompletionBatcher;
-  signingKey?: Uint8Array;
+  /** Signing keys per tenant and schedule, in memory (no database read per call). */
+  keyring?: SigningKeyring;
   allowPrivateTargets: boolean;
   asyncLeaseMs: number;
   /** The database's clock (as last measured): expires_at and throttle limits are on it. */
@@ -42,7 +44,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
   const loaded = await withBody(job, d.payloads);
   const notSent = "result" in loaded ? loaded.result : await waitOutPause(d.limiter, job, f.abort.signal);
   const r: DeliveryResult = notSent ?? await deliver((loaded as { job: JobRow }).job, {
-    attemptId, attemptNumber: number, catchup, signingKey: d.signingKey,
+    attemptId, attemptNumber: number, catchup, signingKeys: d.keyring?.keysFor(job.tenant, job.schedule_id),
     allowPrivateTargets: d.allowPrivateTargets, signal: f.abort.signal, ...asyncCallContext(job, f.gen),
   });
   // The target is done with us: its call slot can serve the next job while this outcome is written.

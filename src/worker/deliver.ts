@@ -1,7 +1,7 @@
 import type { JobRow } from "../store/types.ts";
 import { classifyFetchError, classifyStatus, type Outcome } from "./classify.ts";
 import { parseRetryAfter } from "./retry-after.ts";
-import { signWebhook } from "./signature.ts";
+import { signatureHeader } from "./signature.ts";
 import { assertTargetAllowed, TargetRefusedError } from "./target-guard.ts";
 
 export interface DeliveryContext {
@@ -9,7 +9,8 @@ export interface DeliveryContext {
   attemptNumber: number;
   /** A late run by misfire policy: Scheduler-Catchup: true. */
   catchup?: boolean;
-  signingKey?: Uint8Array;
+  /** The keys this call is signed with (the job's schedule's, its tenant's, or the fallback); none: unsigned. */
+  signingKeys?: readonly Uint8Array[];
   allowPrivateTargets: boolean;
   /** Aborts the call: cooperative cancel, or a graceful stop that ran out of time. */
   signal?: AbortSignal;
@@ -40,7 +41,8 @@ export function webhookHeaders(job: JobRow, ctx: DeliveryContext, body: string, 
   if (job.target.json && body !== "" && !h["content-type"]) h["content-type"] = "application/json";
   h["webhook-id"] = job.id;
   h["webhook-timestamp"] = String(ts);
-  if (ctx.signingKey) h["webhook-signature"] = signWebhook(ctx.signingKey, job.id, ts, body);
+  const sig = ctx.signingKeys && signatureHeader(ctx.signingKeys, job.id, ts, body);
+  if (sig) h["webhook-signature"] = sig;
   h["idempotency-key"] =
     job.idempotency_key ?? (job.schedule_id && job.nominal_time ? `${job.schedule_id}@${job.nominal_time.toISOString()}` : job.id);
   h["scheduler-attempt"] = String(ctx.attemptNumber);

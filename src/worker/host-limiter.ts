@@ -5,7 +5,7 @@ import { type Entry, HostState } from "./host-state.ts";
 /**
  * Per-target-host flow control in one worker process: a rate (calls per second, evenly
  * spaced) and a concurrency cap (calls in flight), each from the job's host_limits or the
- * settings, the tightest among the jobs to that host this worker holds; and an adaptive
+ * settings, the tightest among the jobs in that lane (below) this worker holds; and an adaptive
  * slowdown (AIMD) driven by the host's own answers:
  *
  * - a 429/503 halves the host's allowed rate (from its limit, or from the rate it was being
@@ -20,6 +20,13 @@ import { type Entry, HostState } from "./host-state.ts";
  * database with a later due time otherwise (`admit` → defer). Hosts are keyed host:port;
  * nothing here ever slows one host for another's answers. Memory is bounded: idle hosts are
  * forgotten, and the number of jobs held is capped.
+ *
+ * Tenants: the key is a lane (`laneKey`). Calls of jobs without host_limits of their own
+ * share the host's lane, paced by the operator's settings (SCHEDULER_HOST_RATE,
+ * SCHEDULER_HOST_CONCURRENCY), whatever their tenant. A job whose host_limits set a rate or a
+ * concurrency goes in its tenant's own lane to that host: its limits (the tightest among its
+ * tenant's jobs held or in flight there) pace that tenant's calls only, never another
+ * tenant's (issue 16, hole 7). A lane's 429/503 answers slow that lane.
  */
 
 /** Limits that apply to one job's calls; Infinity: none. */
@@ -377,6 +384,16 @@ export class HostLimiter<T> {
 
 function positive(n: number | null | undefined): number | undefined {
   return typeof n === "number" && n > 0 ? n : undefined;
+}
+
+/**
+ * The lane a job's calls are limited in: its host, or, when its host_limits set a rate or a
+ * concurrency, its tenant's own lane to that host (so one tenant's limits never pace
+ * another's calls). '#' cannot appear in a URL's host.
+ */
+export function laneKey(url: string, tenant: string, own: HostLimits | null | undefined): string {
+  const host = hostKey(url);
+  return positive(own?.rate) !== undefined || positive(own?.concurrency) !== undefined ? `${host}#${tenant}` : host;
 }
 
 /** The key hosts are limited by: host[:port] as in the URL (the port only when not the scheme's default). */

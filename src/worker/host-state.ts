@@ -1,5 +1,6 @@
 /**
- * One target host's state in a worker's HostLimiter: the calls in flight, the jobs held for
+ * One lane's state in a worker's HostLimiter (a target host, or one tenant's own lane to it,
+ * see laneKey): the calls in flight, the jobs held for
  * it in order, its pacing (next allowed start), a Retry-After pause, the adaptive slowdown,
  * and the tightest limits among the jobs to it.
  */
@@ -17,7 +18,7 @@ export interface Entry<T> {
 export class HostState<T> {
   /** Reserved or calling. */
   inflight = 0;
-  /** Limits of the jobs held or in flight: the tightest applies to every call. */
+  /** Limits of the lane's jobs held or in flight: the tightest applies to every call in the lane. */
   readonly members = new Map<string, CallLimits>();
   readonly queue: Entry<T>[] = [];
   /** No call before this instant (rate pacing). */

@@ -1,6 +1,6 @@
 import type { JobRow } from "../store/types.ts";
 import type { DeliveryResult } from "./deliver.ts";
-import { type HostLimiter, hostKey } from "./host-limiter.ts";
+import { type HostLimiter, laneKey } from "./host-limiter.ts";
 
 /** A call that finds its host paused (a Retry-After that came in after its slot was taken) waits this long at most. */
 const MAX_PAUSE_WAIT_MS = 2000;
@@ -12,7 +12,7 @@ const MAX_PAUSE_WAIT_MS = 2000;
  * without a call. Returns a result only when nothing is sent.
  */
 export async function waitOutPause(limiter: HostLimiter<unknown>, job: JobRow, signal: AbortSignal): Promise<DeliveryResult | undefined> {
-  const host = hostKey(job.target.url);
+  const host = laneKey(job.target.url, job.tenant, job.host_limits);
   for (;;) {
     const ms = limiter.pausedUntil(host) - Date.now();
     if (ms <= 0) return undefined;

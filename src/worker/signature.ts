@@ -24,3 +24,13 @@ export function signWebhook(key: Uint8Array, id: string, timestampSec: number, b
   const mac = createHmac("sha256", key).update(`${id}.${timestampSec}.${body}`, "utf8").digest("base64");
   return `v1,${mac}`;
 }
+
+/**
+ * webhook-signature with one `v1,` signature per key, space separated: during a rotation a
+ * receiver that knows either secret verifies the call (Standard Webhooks). undefined: no key.
+ */
+export function signatureHeader(keys: readonly Uint8Array[], id: string, timestampSec: number, body: string): string | undefined {
+  if (keys.length === 0) return undefined;
+  if (keys.length === 1) return signWebhook(keys[0]!, id, timestampSec, body);
+  return keys.map((k) => signWebhook(k, id, timestampSec, body)).join(" ");
+}

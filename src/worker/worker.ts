@@ -5,7 +5,8 @@ import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { Sleeper } from "../time/sleeper.ts";
 import { CompletionBatcher, OutcomeNotRecorded } from "./completion-batcher.ts";
-import { HostLimiter, hostKey } from "./host-limiter.ts";
+import { HostLimiter, laneKey } from "./host-limiter.ts";
+import type { SigningKeyring } from "./signing-keyring.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_STOP } from "./abort-reasons.ts";
 import { DueGate } from "./due-gate.ts";
@@ -42,7 +43,8 @@ export interface WorkerOptions {
   asyncLeaseMs: number;
   pollIntervalMs: number;
   shutdownGraceMs: number;
-  signingKey?: Uint8Array;
+  /** Signing keys per tenant and schedule (and the SCHEDULER_SIGNING_SECRET fallback), kept in memory. */
+  keyring?: SigningKeyring;
   allowPrivateTargets: boolean;
   log: Logger;
   metrics: Metrics;
@@ -142,7 +144,7 @@ export class Worker {
     });
     this.attempt = {
       db: o.db, owner: o.owner, log: o.log, metrics: o.metrics, limiter: this.limiter, payloads: new PayloadCache(o.db), clock: this.clock,
-      completions: this.completions, signingKey: o.signingKey, allowPrivateTargets: o.allowPrivateTargets, asyncLeaseMs: o.asyncLeaseMs,
+      completions: this.completions, keyring: o.keyring, allowPrivateTargets: o.allowPrivateTargets, asyncLeaseMs: o.asyncLeaseMs,
     };
     this.held = new HeldPump({
       limiter: this.limiter,
@@ -491,7 +493,7 @@ export class Worker {
       for (const job of claimed) {
         const f = this.inflight.get(job.id);
         if (!f) continue;
-        const a = this.limiter.admit(hostKey(job.target.url), job.id, this.limiter.limitsOf(job.host_limits), f, now);
+        const a = this.limiter.admit(laneKey(job.target.url, job.tenant, job.host_limits), job.id, this.limiter.limitsOf(job.host_limits), f, now);
         if (a.kind === "go") {
           ready.push(f);
           continue;

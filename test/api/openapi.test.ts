@@ -153,6 +153,16 @@ describe("OpenAPI document", () => {
     const cluster = await api(rt, "GET", "/v1/cluster", undefined, W);
     expect(cluster.status).toBe(200);
     expectValid(component("Cluster"), cluster.body, "GET /v1/cluster");
+    const key = await api(rt, "POST", "/v1/signing-keys", { tenant: "acme" }, bearer("tokAll"));
+    expect(key.status).toBe(201);
+    expectValid(schemaAt("paths", "/v1/signing-keys", "post", "responses", "201", "content", "application/json", "schema"), key.body, "POST /v1/signing-keys 201");
+    const rotated = await api(rt, "POST", `/v1/signing-keys/${key.body.id}/rotate`, { overlap: "1h" }, bearer("tokAll"));
+    expectValid(schemaAt("paths", "/v1/signing-keys/{id}/rotate", "post", "responses", "201", "content", "application/json", "schema"), rotated.body, "POST /v1/signing-keys/{id}/rotate 201");
+    const retired = await api(rt, "POST", `/v1/signing-keys/${key.body.id}/retire`, {}, bearer("tokAll"));
+    expectValid(component("SigningKey"), retired.body, "POST /v1/signing-keys/{id}/retire");
+    const keys = await api(rt, "GET", "/v1/signing-keys", undefined, bearer("tokAll"));
+    expect(keys.body.items.length).toBe(2);
+    expectValid(component("SigningKeyList"), keys.body, "GET /v1/signing-keys");
     // And the check can fail: a job without its id is not a Job.
     const { id: _id, ...noId } = created.body;
     expect(component("Job")(noId)).toBe(false);

@@ -7,11 +7,14 @@ import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { api, startScheduler, testConfig } from "../helpers/scheduler.ts";
 import { bearer, expectError, HOOK, mustCreate } from "./support.ts";
 
-const TOKENS = "tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:read,jobs:write";
+const TOKENS = "tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:read,jobs:write;admA:acme:admin;admB:beta:admin";
 const A = bearer("tokA");
 const B = bearer("tokB");
+/** For admin routes (signing keys): tenancy, not the scope, must be what refuses. */
+const ADMIN_A = bearer("admA");
+const ADMIN_B = bearer("admB");
 
-type Obj = "job" | "schedule";
+type Obj = "job" | "schedule" | "signing_key";
 /**
  * Every route that names an object by id, with a request that would change it (or show it)
  * if tenancy leaked. A new `:id` route fails the route census below until it is added here.
@@ -27,9 +30,11 @@ const ID_ROUTES: Record<string, { obj: Obj; body?: unknown }> = {
   "POST /v1/schedules/:id/resume": { obj: "schedule", body: {} },
   "POST /v1/schedules/:id/trigger": { obj: "schedule", body: {} },
   "POST /v1/dlq/:id/replay": { obj: "job", body: { reason: "tenancy check" } },
+  "POST /v1/signing-keys/:id/rotate": { obj: "signing_key", body: {} },
+  "POST /v1/signing-keys/:id/retire": { obj: "signing_key", body: {} },
 };
 /** Listings: must not show another tenant's objects (checked below). */
-const LISTINGS = new Set(["GET /v1/jobs", "GET /v1/schedules"]);
+const LISTINGS = new Set(["GET /v1/jobs", "GET /v1/schedules", "GET /v1/signing-keys"]);
 /**
  * Routes whose credential is an async job's lease token, not a tenant's API token: a token
  * names one job's attempt, and another job's token is refused (test/worker/async-jobs.test.ts).
@@ -41,7 +46,7 @@ const LEASE_TOKEN_ROUTES = new Set(["POST /v1/jobs/:id/heartbeat", "POST /v1/job
  */
 const TENANT_AGGREGATES = new Set(["GET /v1/stats", "GET /v1/dlq", "POST /v1/dlq/replay", "GET /v1/audit"]);
 /** Routes that name no existing object of a tenant (creation is tested in auth.test.ts; cluster is admin). */
-const NO_TENANT_OBJECT = new Set(["POST /v1/jobs", "POST /v1/jobs/batch", "POST /v1/schedules", "GET /v1/cluster", "POST /v1/cluster/failover"]);
+const NO_TENANT_OBJECT = new Set(["POST /v1/jobs", "POST /v1/jobs/batch", "POST /v1/schedules", "POST /v1/signing-keys", "GET /v1/cluster", "POST /v1/cluster/failover"]);
 
 describe("route census", () => {
   test("every /v1 route is classified, and every route with an :id is in the isolation table", () => {
@@ -73,6 +78,7 @@ for (const driver of DRIVERS) {
       jobs: await tdb.db.query("SELECT id, status, version, due_at, updated_at, cancel_requested FROM jobs WHERE tenant = 'beta' ORDER BY id"),
       schedules: await tdb.db.query("SELECT id, cron, paused, version, updated_at, next_fire_at FROM schedules WHERE tenant = 'beta' ORDER BY id"),
       audit: await tdb.db.query("SELECT id FROM audit_log WHERE tenant = 'beta' ORDER BY id"),
+      keys: await tdb.db.query("SELECT id, retired_at FROM signing_keys WHERE tenant = 'beta' ORDER BY id"),
     });
 
     test("tenant A gets 404 (or 403) for each of tenant B's objects on every id route, and nothing changes", async () => {
@@ -82,7 +88,9 @@ for (const driver of DRIVERS) {
       // The same schedule id in A's tenant: A acting on it must touch only its own.
       expect((await api(rt, "POST", "/v1/schedules", { id: "shared", cron: "0 9 * * *", target: { url: HOOK } }, A)).status).toBe(201);
       expect((await api(rt, "POST", "/v1/schedules", { id: "shared", cron: "0 9 * * *", target: { url: HOOK } }, B)).status).toBe(201);
-      const ids: Record<Obj, string[]> = { job: [job.id], schedule: ["b-only"] };
+      const key = await api(rt, "POST", "/v1/signing-keys", {}, ADMIN_B);
+      expect(key.status).toBe(201);
+      const ids: Record<Obj, string[]> = { job: [job.id], schedule: ["b-only"], signing_key: [key.body.id] };
 
       const before = await snapshot();
       for (const [route, spec] of Object.entries(ID_ROUTES)) {
@@ -91,7 +99,7 @@ for (const driver of DRIVERS) {
           // ?tenant= must not let a tenant token reach another tenant either.
           for (const q of ["", "?tenant=beta"]) {
             const path = pattern.replace(":id", encodeURIComponent(id)) + q;
-            const r = await api(rt, method, path, spec.body, A);
+            const r = await api(rt, method, path, spec.body, spec.obj === "signing_key" ? ADMIN_A : A);
             try {
               expect([403, 404]).toContain(r.status);
               const err = expectError(r, r.status);
@@ -128,6 +136,16 @@ for (const driver of DRIVERS) {
       }
       expect(((await api(rt, "GET", "/v1/jobs", undefined, A)).body.items as any[]).map((j) => j.id)).toContain(a.id);
       expect(((await api(rt, "GET", "/v1/schedules", undefined, B)).body.items as any[]).map((s) => s.id)).toContain("b-only");
+      const keyB = (await api(rt, "POST", "/v1/signing-keys", {}, ADMIN_B)).body;
+      const keyA = (await api(rt, "POST", "/v1/signing-keys", {}, ADMIN_A)).body;
+      for (const q of ["", "?tenant=acme", "?status=active", "?limit=1000"]) {
+        const keys = await api(rt, "GET", `/v1/signing-keys${q}`, undefined, ADMIN_A);
+        expect(keys.status).toBe(200);
+        for (const k of keys.body.items as any[]) expect(k.tenant).toBe("acme");
+        expect((keys.body.items as any[]).map((k) => k.id)).not.toContain(keyB.id);
+      }
+      expectError(await api(rt, "GET", "/v1/signing-keys?tenant=beta", undefined, ADMIN_A), 403);
+      expect(((await api(rt, "GET", "/v1/signing-keys", undefined, ADMIN_A)).body.items as any[]).map((k) => k.id)).toContain(keyA.id);
     });
   });
 }

@@ -37,6 +37,8 @@ export function schedulerEnv(databaseUrl: string, redisUrl: string): Record<stri
     HOST: "127.0.0.1",
     LOG_LEVEL: "info",
     SCHEDULER_ALLOW_PRIVATE_TARGETS: "1",
+    // The load fires per-second schedules (the production default minimum is 10 s).
+    SCHEDULER_MIN_SCHEDULE_INTERVAL: "1s",
     SCHEDULER_LEASE_TTL: `${TIMINGS.leaseTtlMs}ms`,
     SCHEDULER_LEADER_TTL: `${TIMINGS.leaderTtlMs}ms`,
     SCHEDULER_AUTHORITY_TTL: "2s",

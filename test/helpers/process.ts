@@ -33,6 +33,8 @@ export async function spawnScheduler(args: string[], env: Record<string, string>
       HOST: "127.0.0.1",
       LOG_LEVEL: "info",
       SCHEDULER_ALLOW_PRIVATE_TARGETS: "1",
+      // Tests fire per-second schedules (the production default minimum is 10 s).
+      SCHEDULER_MIN_SCHEDULE_INTERVAL: "1s",
       SCHEDULER_POLL_INTERVAL: "200ms",
       SCHEDULER_CLOCK_SKEW: "0",
       ...env,

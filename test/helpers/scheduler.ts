@@ -10,6 +10,8 @@ export function testConfig(env: Record<string, string> = {}, flags: { mode?: str
       PORT: "0",
       HOST: "127.0.0.1",
       SCHEDULER_ALLOW_PRIVATE_TARGETS: "1",
+      // Tests fire per-second schedules (the production default minimum is 10 s).
+      SCHEDULER_MIN_SCHEDULE_INTERVAL: "1s",
       SCHEDULER_POLL_INTERVAL: "200ms",
       SCHEDULER_LEASE_TTL: "3s",
       SCHEDULER_LEADER_TTL: "2s",

@@ -51,8 +51,11 @@ describe("stats and status (postgres)", () => {
     expect(s.recent.lag_histogram.at(-1).le).toBeNull();
     expect(s.cluster).toMatchObject({ role: "home", region: "local" });
     expect(s.due_backlog).toBe(0);
-    await eventually(async () => (await api(rt, "GET", "/v1/stats", undefined, auth("tokAll"))).body.history.length >= 2, 3000, "history samples");
-    const h = (await api(rt, "GET", "/v1/stats", undefined, auth("tokAll"))).body.history;
+    // The sampler runs every 200 ms: the newest sample may predate the jobs' end by that much.
+    const h = await eventually(async () => {
+      const hist = (await api(rt, "GET", "/v1/stats", undefined, auth("tokAll"))).body.history;
+      return hist.length >= 2 && hist.at(-1).dead === 1 ? hist : undefined;
+    }, 3000, "history samples after the jobs ended");
     expect(h.at(-1)).toMatchObject({ due_backlog: 0, queue_depth: 0, dead: 1 });
   });
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Webhook } from "standardwebhooks";
-import { decodeSigningSecret, signWebhook } from "../../src/worker/signature.ts";
+import { decodeSigningSecret, signatureHeader, signWebhook } from "../../src/worker/signature.ts";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -34,6 +34,25 @@ describe("signWebhook", () => {
     expect(signWebhook(key, "a2", 1, "b")).not.toBe(base);
     expect(signWebhook(key, "a", 2, "b")).not.toBe(base);
     expect(signWebhook(key, "a", 1, "b2")).not.toBe(base);
+  });
+});
+
+describe("signatureHeader", () => {
+  test("one v1 signature per key, space separated; the library verifies with either secret", () => {
+    const other = "whsec_" + Buffer.alloc(32, 7).toString("base64");
+    const keys = [decodeSigningSecret(SECRET), decodeSigningSecret(other)];
+    const ts = Math.floor(Date.now() / 1000);
+    const body = '{"a":1}';
+    const header = signatureHeader(keys, "id1", ts, body)!;
+    expect(header.split(" ")).toEqual([signWebhook(keys[0]!, "id1", ts, body), signWebhook(keys[1]!, "id1", ts, body)]);
+    const headers = { "webhook-id": "id1", "webhook-timestamp": String(ts), "webhook-signature": header };
+    expect(new Webhook(SECRET).verify(body, headers)).toEqual({ a: 1 });
+    expect(new Webhook(other).verify(body, headers)).toEqual({ a: 1 });
+    expect(() => new Webhook("whsec_" + Buffer.alloc(32, 9).toString("base64")).verify(body, headers)).toThrow();
+  });
+
+  test("no keys: no header", () => {
+    expect(signatureHeader([], "a", 1, "")).toBeUndefined();
   });
 });
 

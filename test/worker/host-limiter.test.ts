@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { HostLimiter, hostKey, type CallLimits } from "../../src/worker/host-limiter.ts";
+import { HostLimiter, hostKey, laneKey, type CallLimits } from "../../src/worker/host-limiter.ts";
 
 // The limiter's own logic, on a clock the test moves (the end-to-end behaviour, with real
 // targets and databases, is in host-limits.test.ts).
@@ -17,6 +17,13 @@ describe("host limiter", () => {
     expect(hostKey("http://127.0.0.1:8080/a?b")).toBe("127.0.0.1:8080");
     expect(hostKey("https://API.example.com/x")).toBe("api.example.com");
     expect(hostKey("https://api.example.com:443/x")).toBe("api.example.com");
+  });
+
+  test("lanes: a job with host_limits of its own is limited in its tenant's lane to the host; the others share the host's", () => {
+    expect(laneKey("https://hooks.example.com/a", "acme", null)).toBe("hooks.example.com");
+    expect(laneKey("https://hooks.example.com/a", "acme", {})).toBe("hooks.example.com");
+    expect(laneKey("https://hooks.example.com/a", "acme", { rate: 0.001 })).toBe("hooks.example.com#acme");
+    expect(laneKey("https://hooks.example.com/b", "beta", { concurrency: 1 })).toBe("hooks.example.com#beta");
   });
 
   test("a rate spaces calls evenly: the next waits in memory when it is due soon, else is handed back later", () => {

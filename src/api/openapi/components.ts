@@ -116,6 +116,10 @@ export const Schedule = v.object({
     v.array(v.object({ at: instant, local: v.pipe(v.string(), v.description("The same instant in the schedule's zone, with its UTC offset.")) })),
     v.description("GET /v1/schedules/{id}?preview=N only: the next N fire instants."),
   )),
+  preview_truncated: v.optional(v.pipe(
+    v.literal(true),
+    v.description("The preview stopped with fewer than N instants: at instants more than 10 years after its start (or, as a safety net, after 2 s of computing)."),
+  )),
 });
 
 export const Cluster = v.object({
@@ -151,6 +155,17 @@ export const AuditEntry = v.object({
   details: v.nullable(v.unknown()),
 });
 
+export const SigningKeyView = v.object({
+  id: v.string(),
+  tenant: v.string(),
+  schedule_id: v.pipe(v.nullable(v.string()), v.description("Null: the tenant's own key; else the schedule whose calls it signs.")),
+  created_at: v.string(),
+  status: v.picklist(["active", "retired"]),
+  retires_at: v.pipe(v.nullable(v.string()), v.description("An active key being rotated out: when it stops signing.")),
+  retired_at: v.nullable(v.string()),
+  replaces: v.pipe(v.nullable(v.string()), v.description("The key this one was rotated in for.")),
+});
+
 const page = <T extends v.GenericSchema>(item: T) => v.object({
   items: v.array(item),
   next_cursor: v.pipe(v.nullable(v.string()), v.description("Pass as ?cursor= for the next page; null on the last page.")),
@@ -172,6 +187,8 @@ export const COMPONENTS = {
   DeadJobPage: page(DeadJob),
   AuditEntry,
   AuditPage: page(AuditEntry),
+  SigningKey: SigningKeyView,
+  SigningKeyList: v.object({ items: v.array(SigningKeyView) }),
   // Requests, and their parts shared by jobs and schedules: the very schemas the routes
   // validate with.
   JobInput: JobInputSchema,

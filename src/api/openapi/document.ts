@@ -7,9 +7,10 @@ import { opsDocs } from "./ops-docs.ts";
 import { schedulesDocs } from "./schedules-docs.ts";
 import { dlqDocs } from "./dlq-docs.ts";
 import { asyncDocs } from "./async-docs.ts";
+import { signingKeysDocs } from "./signing-keys-docs.ts";
 
 /** Every documented route. A new area's list goes here. */
-export const ROUTE_DOCS: RouteDoc[] = [...opsDocs, ...jobsDocs, ...schedulesDocs, ...dlqDocs, ...asyncDocs];
+export const ROUTE_DOCS: RouteDoc[] = [...opsDocs, ...jobsDocs, ...schedulesDocs, ...dlqDocs, ...asyncDocs, ...signingKeysDocs];
 
 type Json = Record<string, unknown>;
 

@@ -12,7 +12,7 @@ export const schedulesDocs: RouteDoc[] = [
   {
     method: "post", path: "/v1/schedules", tag: "Schedules", auth: "jobs:write",
     summary: "Create a recurring schedule",
-    description: "A bad cron expression or time zone answers 400 naming the field. Each occurrence is a job with `schedule_id` and `nominal_time`.",
+    description: "A bad cron expression or time zone answers 400 naming the field, and so does a rule that fires more often than SCHEDULER_MIN_SCHEDULE_INTERVAL (10 s by default: the shortest gap among its next 32 instants). A tenant has at most SCHEDULER_TENANT_MAX_SCHEDULES schedules (1000 by default; 409 `schedule_quota_exceeded`). Each occurrence is a job with `schedule_id` and `nominal_time`.",
     body: ScheduleCreateSchema,
     responses: { 201: json("Schedule", "The new schedule, with next_fire_at and version."), ...errors(...WRITE_ERRORS) },
   },
@@ -26,7 +26,7 @@ export const schedulesDocs: RouteDoc[] = [
     method: "get", path: "/v1/schedules/:id", tag: "Schedules", auth: "jobs:read", params: SCHEDULE_ID,
     summary: "Get a schedule, optionally with its next fire instants",
     query: v.object({
-      preview: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(MAX_PREVIEW), v.description(`Add the next N fire instants (at most ${MAX_PREVIEW}) from max(now, start_at).`))),
+      preview: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(MAX_PREVIEW), v.description(`Add the next N fire instants (at most ${MAX_PREVIEW}) from max(now, start_at). Instants more than 10 years out are not computed: then fewer come, with \`preview_truncated: true\`.`))),
       ...tenantOf.entries,
     }),
     responses: { 200: json("Schedule", "The schedule (with `preview` when asked)."), ...errors(400, 401, 403, 404) },
