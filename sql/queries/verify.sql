@@ -1,8 +1,9 @@
--- name: LastAttemptOf
--- Verify before retry: the job's last call, to see whether its outcome is unknown
--- (possibly_delivered: a timeout, a connection lost after send, or a lost worker).
+-- name: LastUnknownAttemptOf
+-- Verify before retry: the job's latest call whose outcome is unknown (possibly_delivered: a
+-- timeout, a connection lost after send, or a lost worker). Not only the very last call: one
+-- refused while the target restarted after such a call leaves the question open.
 SELECT id, number, outcome, possibly_delivered FROM attempts
-WHERE job_id = $1::uuid ORDER BY number DESC LIMIT 1;
+WHERE job_id = $1::uuid AND possibly_delivered ORDER BY number DESC LIMIT 1;
 
 -- name: CompleteVerified
 -- The target's verify URL said the possibly delivered call ($4, an attempt id) was

@@ -3,8 +3,9 @@ import { sql } from "./sql.ts";
 
 export interface LastAttempt { id: string; number: number; outcome: string | null; possibly_delivered: boolean }
 
-export async function lastAttemptOf(db: Queryable, jobId: string): Promise<LastAttempt | undefined> {
-  return (await db.query<LastAttempt>(sql("LastAttemptOf"), [jobId]))[0];
+/** The job's latest call whose outcome is unknown (possibly_delivered), if any. */
+export async function lastUnknownAttemptOf(db: Queryable, jobId: string): Promise<LastAttempt | undefined> {
+  return (await db.query<LastAttempt>(sql("LastUnknownAttemptOf"), [jobId]))[0];
 }
 
 /** Ends a job succeeded on a verify answer; false when the job is no longer ours (owner + generation). */

@@ -1,7 +1,7 @@
 import type { Db } from "../store/db.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
-import { completeVerified, lastAttemptOf } from "../store/verify-queries.ts";
+import { completeVerified, lastUnknownAttemptOf } from "../store/verify-queries.ts";
 import { askVerify } from "./verify-call.ts";
 import type { InFlight } from "./worker.ts";
 
@@ -26,9 +26,10 @@ export interface RetryVerifierDeps {
 const VERIFY_TIMEOUT_MS = 10_000;
 
 /**
- * Verify before retry (API.md). A job that names a verify URL and whose last call's outcome
- * is unknown (possibly_delivered: a timeout, a connection lost after send, a lost worker) is
- * not called again at once: its verify URL is asked first, under the job's lease, outside any
+ * Verify before retry (API.md). A job that names a verify URL and that has a call whose
+ * outcome is unknown (possibly_delivered: a timeout, a connection lost after send, a lost
+ * worker; the latest such call, even if calls refused while the target restarted came after
+ * it) is not called again at once: its verify URL is asked first, under the job's lease, outside any
  * transaction. "Processed" ends the job succeeded without a second call; anything else sends
  * it on to its call as if nothing had been asked. Async jobs are left out: their target
  * finishes them through the callback, and "processed" would not say the work is done.
@@ -63,8 +64,8 @@ export class RetryVerifier {
     const log = this.d.log.child({ job_id: job.id });
     let next: "call" | "done" = "call";
     try {
-      const last = await lastAttemptOf(this.d.db, job.id);
-      if (!last?.possibly_delivered) return;
+      const last = await lastUnknownAttemptOf(this.d.db, job.id);
+      if (!last) return;
       const answer = await askVerify(job, job.verify_url!, {
         signingKey: this.d.signingKey, allowPrivateTargets: this.d.allowPrivateTargets,
         timeoutMs: Math.min(VERIFY_TIMEOUT_MS, Number(job.timeout_ms)), signal: f.abort.signal,

@@ -23,11 +23,14 @@ for (const driver of DRIVERS) {
       odd: () => Response.json({ done: true }),
       plain: () => Response.json({ processed: true }),
       sched: () => Response.json({ processed: true }),
+      // No usable answer at first; processed when asked again.
+      later: () => (target.callsTo("/verify/later").length === 1 ? new Response("down", { status: 503 }) : Response.json({ processed: true })),
     };
     const target = new Target((r: Received, n: number) => {
       const [, kind, name] = r.path.split("/");
       if (kind === "verify") return verifyAnswers[name]();
       if (name === "fail500" && n === 1) return new Response("x", { status: 500 });
+      if (name === "later" && n === 2) return new Response("x", { status: 500 });
       if (n === 1 && name !== "fail500") return Bun.sleep(1500).then(() => new Response("late"));
       return new Response("ok");
     });
@@ -95,6 +98,14 @@ for (const driver of DRIVERS) {
         expect((after.get(`scheduler_verify_checks_total{result="${result}"}`) ?? 0) - (before.get(`scheduler_verify_checks_total{result="${result}"}`) ?? 0)).toBe(1);
       }, 30_000);
     }
+
+    test("a call in doubt followed by an answered failure: the next retry asks about the call in doubt, and it is the one verified", async () => {
+      const j = await create("later");
+      const done = await settled(j.id, "succeeded", 20_000);
+      expect(target.callsTo("/hook/later")).toHaveLength(2);
+      expect(target.callsTo("/verify/later")).toHaveLength(2);
+      expect(done.attempt_log.map((a: { outcome: string; verified: boolean }) => [a.outcome, a.verified])).toEqual([["unknown", true], ["transient", false]]);
+    }, 30_000);
 
     test("a failure that is not in doubt (500) is retried without asking", async () => {
       const j = await create("fail500");
