@@ -9,12 +9,14 @@ import { createReceiver, migrateReceiver, onceWithInfo, pgFencing, verifyHandler
 const sql = postgres(process.env.DATABASE_URL!, { onnotice: () => {} });
 await migrateReceiver(sql);
 await sql`CREATE TABLE IF NOT EXISTS effects (webhook_id text NOT NULL, n serial, at timestamptz DEFAULT now())`;
-await sql`CREATE TABLE IF NOT EXISTS calls (webhook_id text NOT NULL, kind text NOT NULL, attempt int, token numeric, at timestamptz DEFAULT now())`;
+// Each call as received (headers and body), so a test can replay one later.
+await sql`CREATE TABLE IF NOT EXISTS calls (webhook_id text NOT NULL, kind text NOT NULL, attempt int, token numeric, headers jsonb, body text, at timestamptz DEFAULT now())`;
 const receiver = createReceiver({ secrets: process.env.WEBHOOK_SECRET!, fencing: pgFencing(sql) });
 const slowMs = Number(process.env.SLOW_MS ?? 2000);
 
-const hook = webhookHandler(receiver, async (call) => {
-  await sql`INSERT INTO calls (webhook_id, kind, attempt, token) VALUES (${call.id}, 'call', ${call.attempt}, ${String(call.fencingToken)})`;
+const hook = webhookHandler(receiver, async (call, req) => {
+  const headers = Object.fromEntries(req.headers);
+  await sql`INSERT INTO calls (webhook_id, kind, attempt, token, headers, body) VALUES (${call.id}, 'call', ${call.attempt}, ${String(call.fencingToken)}, ${sql.json(headers)}, ${call.body})`;
   const { fault } = call.json<{ fault?: string }>();
   const { result, replayed } = await onceWithInfo(sql, call.id, async (tx) => {
     await tx`INSERT INTO effects (webhook_id) VALUES (${call.id})`;
