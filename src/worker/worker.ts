@@ -127,11 +127,9 @@ export class Worker {
     });
     this.verifier = new RetryVerifier({
       db: o.db, owner: o.owner, log: o.log, metrics: o.metrics, signingKey: o.signingKey, allowPrivateTargets: o.allowPrivateTargets,
-      resume: (fs) => this.begin(fs),
-      giveBack: (fs) => {
-        for (const f of fs) this.limiter.forget(f.job.id);
-        return this.returnHeld(fs);
-      },
+      // Stopping meanwhile: not called, handed back at once (like jobs waiting for their host).
+      resume: (fs) => (this.stopping ? this.giveBackVerified(fs) : this.begin(fs)),
+      giveBack: (fs) => this.giveBackVerified(fs),
       finished: (f) => {
         this.limiter.forget(f.job.id);
         this.inflight.delete(f.job.id);
@@ -423,6 +421,11 @@ export class Worker {
       }
       throw err;
     }
+  }
+
+  private giveBackVerified(fs: InFlight[]): Promise<void> {
+    for (const f of fs) this.limiter.forget(f.job.id);
+    return this.returnHeld(fs);
   }
 
   /** Held jobs not called after all (a cancel, a lost lease, a stop): back to the database at once. */
