@@ -27,6 +27,8 @@ export async function onceWithInfo<T>(sql: Sql, webhookId: string, effect: (tx: 
     const claimed = await tx.unsafe(query("ClaimMarker"), [webhookId]);
     if (claimed.length === 0) {
       const [m] = await tx.unsafe<{ result: T }[]>(query("GetMarker"), [webhookId]);
+      // Conflicted, then gone: retention pruned it in between (keep markers longer than retries).
+      if (!m) throw new Error(`once: the marker of ${webhookId} was deleted while this call read it; retry the call`);
       return { result: m.result, replayed: true };
     }
     const result = await effect(tx);
