@@ -16,6 +16,7 @@ import { AuthorityMoveRefused, moveAuthority } from "./store/authority.ts";
 import { drillMain } from "./region/drill/index.ts";
 import { fetchStats, renderStatus, StatusError, verdict } from "./obs/status-screen.ts";
 import { applyTestClockOffset } from "./time/test-clock.ts";
+import { isResourceCommand, runCli } from "./kit/cli/cli.ts";
 
 const HELP = `scheduler ${pkg.version} — durable scheduler for HTTP webhook jobs
 
@@ -29,6 +30,9 @@ Usage:
                              a real local failover drill; exit 0 only if nothing was lost or duplicated
   scheduler status [--url=http://host:8080] [--token=T] [--json]
                              health on one screen (exit 1 when something needs attention)
+  scheduler jobs create|get|list|cancel          the API from the command line
+  scheduler schedules create|list|pause|resume|preview   (--url, --token, -o json|table;
+  scheduler dlq list|replay                       scheduler jobs --help for each one's flags)
   scheduler --help | --version
 
 Examples:
@@ -39,6 +43,9 @@ Examples:
   DATABASE_URL=postgres://… scheduler failover --to=fra --reason="iad is down"
   scheduler drill failover --jobs=200 --sync --json=drill.json
   SCHEDULER_TOKEN=… scheduler status --url=https://sched.fly.dev
+  scheduler jobs create --target=https://example.com/hook --body='{"n":1}' --delay=30s
+  scheduler jobs list --status=dead -o json
+  scheduler schedules preview daily-report --count=5
 
   curl -X POST localhost:8080/v1/jobs -H 'content-type: application/json' \\
     -d '{"target":{"url":"https://example.com/hook","body":{"hello":"world"}},"delay":"30s"}'
@@ -60,6 +67,13 @@ function fail(message: string): never {
 }
 
 async function main(argv: string[]): Promise<void> {
+  // The API's resources from the command line (over scheduler/client): flags of their own.
+  if (isResourceCommand(argv)) {
+    process.exit(await runCli(argv, {
+      out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), env: process.env,
+      readStdin: () => new Response(Bun.stdin.stream()).text(),
+    }));
+  }
   // The drill has options of its own; it starts scheduler processes with this same program.
   if (argv[0] === "drill") {
     if (argv[1] !== "failover") fail(`unknown drill ${JSON.stringify(argv[1] ?? "")}; the drill is: scheduler drill failover`);

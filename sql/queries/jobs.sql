@@ -5,18 +5,18 @@
 INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, priority, idempotency_key, request_hash,
                   schedule_id, nominal_time, target, max_attempts, backoff_base_ms,
                   backoff_max_ms, timeout_ms, expires_at, window_ms, async,
-                  start_by, catchup_after, catchup, host_limits)
+                  start_by, catchup_after, catchup, host_limits, verify_url)
 SELECT r.id, r.tenant, 'scheduled', d.due_at, coalesce(r.scheduled_for, d.due_at), r.priority,
        r.idempotency_key, r.request_hash,
        r.schedule_id, r.nominal_time, r.target, r.max_attempts, r.backoff_base_ms,
        r.backoff_max_ms, r.timeout_ms, r.expires_at, r.window_ms, r.async,
-       r.start_by, r.catchup_after, coalesce(r.catchup, false), r.host_limits
+       r.start_by, r.catchup_after, coalesce(r.catchup, false), r.host_limits, r.verify_url
 FROM jsonb_to_recordset($1::text::jsonb) AS r(
   id uuid, tenant text, due_at timestamptz, delay_ms bigint, scheduled_for timestamptz, priority int, idempotency_key text,
   request_hash text, schedule_id text, nominal_time timestamptz, target jsonb,
   max_attempts int, backoff_base_ms bigint, backoff_max_ms bigint, timeout_ms bigint,
   expires_at timestamptz, window_ms bigint, async boolean,
-  start_by timestamptz, catchup_after timestamptz, catchup boolean, host_limits jsonb)
+  start_by timestamptz, catchup_after timestamptz, catchup boolean, host_limits jsonb, verify_url text)
 CROSS JOIN LATERAL (
   SELECT coalesce(r.due_at, now() + make_interval(secs => coalesce(r.delay_ms, 0)::float8 / 1000)) AS due_at
 ) d

@@ -2,17 +2,17 @@
 -- A repeated id in the tenant inserts nothing (the caller answers 409).
 INSERT INTO schedules (tenant, id, cron, timezone, dst_gap, dst_fold, target, priority,
   max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms, misfire, misfire_grace_ms,
-  catchup_window_ms, overlap, max_queued, window_ms, paused, start_at, end_at, next_fire_at, host_limits, async)
+  catchup_window_ms, overlap, max_queued, window_ms, paused, start_at, end_at, next_fire_at, host_limits, async, verify_url)
 SELECT r.tenant, r.id, r.cron, r.timezone, r.dst_gap, r.dst_fold, r.target, r.priority,
   r.max_attempts, r.backoff_base_ms, r.backoff_max_ms, r.timeout_ms, r.misfire, r.misfire_grace_ms,
   r.catchup_window_ms, r.overlap, r.max_queued, r.window_ms, r.paused, r.start_at, r.end_at, r.next_fire_at, r.host_limits,
-  coalesce(r.async, false)
+  coalesce(r.async, false), r.verify_url
 FROM jsonb_to_record($1::text::jsonb) AS r(tenant text, id text, cron text, timezone text,
   dst_gap text, dst_fold text, target jsonb, priority int, max_attempts int,
   backoff_base_ms bigint, backoff_max_ms bigint, timeout_ms bigint, misfire text,
   misfire_grace_ms bigint, catchup_window_ms bigint, overlap text, max_queued int,
   window_ms bigint, paused boolean, start_at timestamptz, end_at timestamptz,
-  next_fire_at timestamptz, host_limits jsonb, async boolean)
+  next_fire_at timestamptz, host_limits jsonb, async boolean, verify_url text)
 ON CONFLICT (tenant, id) DO NOTHING
 RETURNING *;
 
@@ -40,14 +40,14 @@ UPDATE schedules s SET
   catchup_window_ms = r.catchup_window_ms, overlap = r.overlap, max_queued = r.max_queued,
   window_ms = r.window_ms, paused = r.paused, paused_reason = r.paused_reason,
   start_at = r.start_at, end_at = r.end_at, next_fire_at = r.next_fire_at,
-  host_limits = r.host_limits, async = coalesce(r.async, false),
+  host_limits = r.host_limits, async = coalesce(r.async, false), verify_url = r.verify_url,
   version = s.version + 1, updated_at = now()
 FROM jsonb_to_record($1::text::jsonb) AS r(tenant text, id text, cron text, timezone text,
   dst_gap text, dst_fold text, target jsonb, priority int, max_attempts int,
   backoff_base_ms bigint, backoff_max_ms bigint, timeout_ms bigint, misfire text,
   misfire_grace_ms bigint, catchup_window_ms bigint, overlap text, max_queued int,
   window_ms bigint, paused boolean, paused_reason text, start_at timestamptz,
-  end_at timestamptz, next_fire_at timestamptz, version int, host_limits jsonb, async boolean)
+  end_at timestamptz, next_fire_at timestamptz, version int, host_limits jsonb, async boolean, verify_url text)
 WHERE s.tenant = r.tenant AND s.id = r.id AND s.version = r.version
 RETURNING s.*;
 

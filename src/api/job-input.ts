@@ -76,6 +76,19 @@ export const TargetSchema = v.strictObject({
   body_text: v.optional(v.string("must be a string")),
 });
 
+/**
+ * Verify before retry (API.md): the URL the scheduler asks (signed GET, same webhook-id)
+ * whether a call whose outcome is unknown was processed, before calling again. null: none.
+ */
+export const VerifySchema = v.nullable(v.strictObject({
+  url: v.pipe(
+    v.string("must be a URL string"),
+    v.maxLength(2048, "must be at most 2048 characters"),
+    v.description("Answers GET with 200 {\"processed\": true} when the call with this webhook-id was processed; 404 or {\"processed\": false} when not."),
+    v.check((u) => checkTargetUrlSyntax(u) === null, (i) => checkTargetUrlSyntax(String(i.input)) ?? "invalid URL"),
+  ),
+}));
+
 export const RetrySchema = v.strictObject({
   max_attempts: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(1, "must be at least 1"), v.maxValue(1000, "must be at most 1000"))),
   base: v.optional(durationField(86_400_000)),
@@ -117,6 +130,7 @@ export const JobInputSchema = v.strictObject({
   async: v.optional(v.boolean("must be true or false"), false),
   tenant: v.optional(v.pipe(v.string("must be a string"), v.regex(/^[A-Za-z0-9_.-]{1,64}$/, "must be 1 to 64 letters, digits, _ . or -"))),
   host_limits: v.optional(HostLimitsSchema),
+  verify: v.optional(VerifySchema),
 });
 
 export type JobInput = v.InferOutput<typeof JobInputSchema>;

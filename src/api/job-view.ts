@@ -53,6 +53,7 @@ export function jobView(j: JobRow, attempts?: AttemptRow[], storedBody?: string)
     window: formatDuration(Number(j.window_ms)),
     host_limits: hostLimitsView(j.host_limits),
     async: j.async,
+    verify: j.verify_url ? { url: j.verify_url } : null,
     // Async jobs: the last checkpoint their target stored (sent back to the next attempt).
     ...(j.async ? { checkpoint: j.checkpoint === null ? null : JSON.parse(j.checkpoint) } : {}),
     cancel_requested: j.cancel_requested,
@@ -78,6 +79,8 @@ export function attemptView(a: AttemptRow) {
     http_status: a.http_status,
     error: a.error,
     possibly_delivered: a.possibly_delivered,
+    // Verify before retry: the target said it processed this call, so none followed.
+    verified: a.verified ?? false,
     // A call recorded lost whose worker reported later: what it really did (null otherwise).
     late_outcome: a.late_outcome ?? null,
     late_http_status: a.late_http_status ?? null,

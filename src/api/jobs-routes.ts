@@ -53,6 +53,8 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     checkTimeout(input.async, input.timeout, at("timeout"));
     const { target, payload } = externalize(toTarget(input.target, prefix), config.payloadInlineMax);
     if (!config.allowPrivateTargets) await checkTarget(target.url, at("target.url"), dns);
+    // The verify URL is called like a target: no private addresses unless allowed.
+    if (!config.allowPrivateTargets && input.verify) await checkTarget(input.verify.url, at("verify.url"), dns);
     // The window spreads a burst over later instants, never earlier ones.
     const jitter = Math.floor(Math.random() * (input.window + 1));
     // A delay counts from the database's now(), in the INSERT: this process's clock has no say.
@@ -83,6 +85,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
       window_ms: input.window,
       async: input.async,
       host_limits: toHostLimits(input.host_limits),
+      verify_url: input.verify?.url ?? null,
     };
     return { job, payload };
   };

@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import { CronRule, CronRuleError } from "../time/cron-rule.ts";
 import { badRequest } from "./errors.ts";
-import { durationField, HostLimitsSchema, instantField, MAX_ASYNC_TIMEOUT_MS, RetrySchema, TargetSchema } from "./job-input.ts";
+import { durationField, HostLimitsSchema, VerifySchema, instantField, MAX_ASYNC_TIMEOUT_MS, RetrySchema, TargetSchema } from "./job-input.ts";
 
 const DAY = 86_400_000;
 
@@ -30,6 +30,7 @@ const fields = {
   end_at: v.nullable(instantField),
   host_limits: HostLimitsSchema,
   async: v.boolean("must be true or false"),
+  verify: VerifySchema,
 };
 
 const optionalAll = <T extends Record<string, v.GenericSchema>>(o: T) =>

@@ -26,6 +26,7 @@ export function scheduleView(s: ScheduleRow, rule: CronRule | null, storedBody?:
     window: dur(s.window_ms),
     host_limits: hostLimitsView(s.host_limits),
     async: s.async ?? false,
+    verify: s.verify_url ? { url: s.verify_url } : null,
     paused: s.paused,
     paused_reason: s.paused_reason,
     start_at: iso(s.start_at),

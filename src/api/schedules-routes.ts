@@ -73,6 +73,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     if (f.backoff_max_ms < f.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", "retry.max");
     checkTimeout(f.async ?? false, f.timeout_ms, "timeout");
     if (!config.allowPrivateTargets) await checkTarget(f.target.url, "target.url", new Map());
+    if (!config.allowPrivateTargets && f.verify_url) await checkTarget(f.verify_url, "verify.url", new Map());
     return rule;
   };
 
@@ -108,6 +109,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       next_fire_at: null,
       host_limits: toHostLimits(body.host_limits),
       async: body.async ?? false,
+      verify_url: body.verify?.url ?? null,
     };
     const rule = await validate(fields);
     // From the database's now, read in the inserting transaction.
@@ -196,6 +198,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const ext = body.target ? externalize(toTarget(body.target), config.payloadInlineMax) : undefined;
     const newTarget = ext?.target;
     if (newTarget && !config.allowPrivateTargets) await checkTarget(newTarget.url, "target.url", new Map());
+    if (body.verify && !config.allowPrivateTargets) await checkTarget(body.verify.url, "verify.url", new Map());
     const result = await updateSchedule(db, tenant, id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.updated" }, (cur, dbNowMs) => {
       const f = fieldsOf(cur);
       const next: ScheduleFields = {
@@ -222,6 +225,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
         end_at: body.end_at !== undefined ? body.end_at : f.end_at,
         host_limits: body.host_limits !== undefined ? toHostLimits(body.host_limits) : f.host_limits,
         async: body.async ?? f.async,
+        verify_url: body.verify !== undefined ? (body.verify?.url ?? null) : (f.verify_url ?? null),
       };
       const rule = rowRule(next);
       if (next.start_at && next.end_at && next.end_at.getTime() <= next.start_at.getTime()) throw badRequest("end_at must be after start_at", "end_at");
@@ -298,7 +302,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
         idempotency_key: `${s.id}@${now.toISOString()}`, request_hash: null, schedule_id: s.id, nominal_time: now,
         target: s.target, max_attempts: s.max_attempts, backoff_base_ms: Number(s.backoff_base_ms),
         backoff_max_ms: Number(s.backoff_max_ms), timeout_ms: Number(s.timeout_ms), expires_at: null,
-        window_ms: 0, async: s.async ?? false, host_limits: s.host_limits ?? null,
+        window_ms: 0, async: s.async ?? false, host_limits: s.host_limits ?? null, verify_url: s.verify_url ?? null,
       }]);
     });
     c.set("audited", true);

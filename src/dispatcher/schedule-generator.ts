@@ -200,6 +200,7 @@ export class ScheduleGenerator {
       catchup_after: new Date(spread + occ.graceMs),
       catchup: occ.late,
       host_limits: s.host_limits ?? null,
+      verify_url: s.verify_url ?? null,
     };
   }
 }

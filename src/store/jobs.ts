@@ -31,6 +31,7 @@ export interface NewJob {
   catchup_after?: Date | null;
   catchup?: boolean;
   host_limits?: HostLimits | null;
+  verify_url?: string | null;
 }
 
 export type InsertResult =

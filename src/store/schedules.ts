@@ -36,6 +36,8 @@ export interface ScheduleFields {
   host_limits?: HostLimits | null;
   /** Occurrences are async jobs (the target accepts, then heartbeats and completes). */
   async?: boolean;
+  /** Verify before retry: copied to each occurrence. */
+  verify_url?: string | null;
 }
 
 export interface ScheduleRow extends Omit<ScheduleFields, "backoff_base_ms" | "backoff_max_ms" | "timeout_ms" | "misfire_grace_ms" | "catchup_window_ms" | "window_ms"> {
@@ -67,7 +69,7 @@ export function fieldsOf(r: ScheduleRow): ScheduleFields {
     catchup_window_ms: Number(r.catchup_window_ms), overlap: r.overlap, max_queued: r.max_queued,
     window_ms: Number(r.window_ms), paused: r.paused, paused_reason: r.paused_reason,
     start_at: r.start_at, end_at: r.end_at, next_fire_at: r.next_fire_at, host_limits: r.host_limits ?? null,
-    async: r.async ?? false,
+    async: r.async ?? false, verify_url: r.verify_url ?? null,
   };
 }
 

@@ -17,6 +17,7 @@ import retentionSql from "../../sql/queries/retention.sql" with { type: "text" }
 import dlqSql from "../../sql/queries/dlq.sql" with { type: "text" };
 import auditSql from "../../sql/queries/audit.sql" with { type: "text" };
 import signingKeysSql from "../../sql/queries/signing-keys.sql" with { type: "text" };
+import verifySql from "../../sql/queries/verify.sql" with { type: "text" };
 
 export function parseNamedQueries(text: string): Map<string, string> {
   const out = new Map<string, string>();
@@ -40,7 +41,7 @@ export function parseNamedQueries(text: string): Map<string, string> {
 }
 
 const QUERIES = new Map<string, string>();
-for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, shardsSql, asyncSql, payloadsSql, retentionSql, dlqSql, auditSql, signingKeysSql]) {
+for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, shardsSql, asyncSql, payloadsSql, retentionSql, dlqSql, auditSql, signingKeysSql, verifySql]) {
   for (const [k, v] of parseNamedQueries(file)) {
     if (QUERIES.has(k)) throw new Error(`query ${k} is defined twice in sql/queries`);
     QUERIES.set(k, v);

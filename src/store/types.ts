@@ -67,6 +67,8 @@ export interface JobRow {
   catchup_after: Date | null;
   catchup: boolean;
   host_limits: HostLimits | null;
+  /** Verify before retry (024): asked before a job whose last call is possibly delivered is called again. */
+  verify_url?: string | null;
   /** Async jobs: the key their lease tokens are made with (never shown). */
   lease_key: string | null;
   /** Async jobs: the target's last checkpoint, JSON text. */
@@ -99,6 +101,8 @@ export interface AttemptRow {
   http_status: number | null;
   error: string | null;
   possibly_delivered: boolean;
+  /** The target's verify URL said this (possibly delivered) call was processed: the job ended without another. */
+  verified?: boolean;
   /** What the call reported after the reaper had recorded it lost (that verdict stands). */
   late_outcome: string | null;
   late_http_status: number | null;

@@ -16,6 +16,7 @@ import { HeldPump } from "./held-pump.ts";
 import { SlotLedger } from "./slot-ledger.ts";
 import { giveBackUncalled } from "./give-back-uncalled.ts";
 import { DbClock } from "../time/db-clock.ts";
+import { RetryVerifier } from "./verify-before-retry.ts";
 
 export interface WorkerOptions {
   db: Db;
@@ -102,6 +103,7 @@ export class Worker {
   /** Claimed jobs not due yet (pre-staged): they keep their call slot and wait for their instant. */
   private readonly gate: DueGate<InFlight>;
   private readonly clock: DbClock;
+  private readonly verifier: RetryVerifier;
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
   private readonly calls = new Set<Promise<void>>();
   /**
@@ -160,6 +162,19 @@ export class Worker {
         }
       },
       begin: (ready) => this.begin(ready),
+      background: (p) => this.handled(p),
+    });
+    this.verifier = new RetryVerifier({
+      db: o.db, owner: o.owner, log: o.log, metrics: o.metrics, keyring: o.keyring, allowPrivateTargets: o.allowPrivateTargets,
+      // Stopping meanwhile: not called, handed back at once (like jobs waiting for their host).
+      resume: (fs) => (this.stopping ? this.giveBackVerified(fs) : this.begin(fs)),
+      giveBack: (fs) => this.giveBackVerified(fs),
+      finished: (f) => {
+        this.limiter.forget(f.job.id);
+        this.inflight.delete(f.job.id);
+        this.noteRoom();
+        this.held.kick();
+      },
       background: (p) => this.handled(p),
     });
     // Jobs waiting for their host take no slot: they are few (a short wait each, a bounded
@@ -528,6 +543,8 @@ export class Worker {
 
   /** The pre-call check for jobs whose host slot is reserved, then one call per job that passes it. */
   private async begin(ready: InFlight[]): Promise<void> {
+    // Verify before retry: a job whose last call may have been delivered asks its target first.
+    ready = this.verifier.divert(ready);
     if (ready.length === 0) return;
     let started: Awaited<ReturnType<typeof startAttempts>>;
     const sentAt = performance.now();
@@ -579,6 +596,11 @@ export class Worker {
       }
       throw err;
     }
+  }
+
+  private giveBackVerified(fs: InFlight[]): Promise<void> {
+    for (const f of fs) this.limiter.forget(f.job.id);
+    return this.returnHeld(fs);
   }
 
   /** Held jobs not called after all (a cancel, a lost lease, a stop): back to the database at once. */

@@ -32,6 +32,7 @@ export const TargetView = v.object({
 });
 
 const RetryView = v.object({ max_attempts: int, base: duration, max: duration });
+const VerifyView = v.nullable(v.object({ url: v.string() }));
 const HostLimitsView = v.nullable(v.object({ rate: v.nullable(v.number()), concurrency: v.nullable(int) }));
 
 export const Attempt = v.object({
@@ -43,6 +44,7 @@ export const Attempt = v.object({
   http_status: v.nullable(int),
   error: v.nullable(v.string()),
   possibly_delivered: v.boolean(),
+  verified: v.pipe(v.boolean(), v.description("Verify before retry: the target's verify URL said this possibly delivered call was processed; the job ended succeeded without another call.")),
   late_outcome: v.nullable(v.pipe(v.string(), v.description("A lost call whose worker reported after all: its real outcome. The attempt stays lost (that verdict decided the job then), except that a late success revives a job the reap had left dead."))),
   late_http_status: v.nullable(int),
   late_at: maybeInstant,
@@ -71,6 +73,7 @@ const jobEntries = {
   window: duration,
   host_limits: HostLimitsView,
   async: v.boolean(),
+  verify: VerifyView,
   cancel_requested: v.boolean(),
   epoch: v.nullable(int),
   dead_reason: v.nullable(v.string()),
@@ -99,6 +102,7 @@ export const Schedule = v.object({
   max_queued: int,
   window: duration,
   host_limits: HostLimitsView,
+  verify: VerifyView,
   paused: v.boolean(),
   paused_reason: v.nullable(v.string()),
   start_at: maybeInstant,
