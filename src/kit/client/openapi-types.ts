@@ -46,7 +46,7 @@ export interface paths {
   "/ui": {
     /**
      * The dashboard (api mode): one page that reads this API with the token pasted into it
-     * @description The page and its files need no token; its data calls (GET /v1/stats, /v1/jobs, /v1/dlq, /v1/schedules, replay) send the bearer token the user gives it. Nothing is fetched from anywhere else.
+     * @description The page and its files need no token; its data calls (GET /v1/stats, /v1/jobs, /v1/jobs/{id}, /v1/dlq, /v1/schedules) and actions (cancel a job, replay a dead one, pause/resume a schedule) send the bearer token the user gives it. Nothing is fetched from anywhere else.
      *
      * No token needed.
      */
@@ -175,7 +175,7 @@ export interface paths {
     get: operations["getV1Schedules"];
     /**
      * Create a recurring schedule
-     * @description A bad cron expression or time zone answers 400 naming the field. Each occurrence is a job with `schedule_id` and `nominal_time`.
+     * @description A bad cron expression or time zone answers 400 naming the field, and so does a rule that fires more often than SCHEDULER_MIN_SCHEDULE_INTERVAL (10 s by default: the shortest gap among its next 32 instants). A tenant has at most SCHEDULER_TENANT_MAX_SCHEDULES schedules (1000 by default; 409 `schedule_quota_exceeded`). Each occurrence is a job with `schedule_id` and `nominal_time`.
      *
      * Scope: `jobs:write` (or `admin`).
      */
@@ -222,6 +222,36 @@ export interface paths {
      * @description Scope: `jobs:write` (or `admin`).
      */
     post: operations["postV1SchedulesIdTrigger"];
+  };
+  "/v1/signing-keys": {
+    /**
+     * List signing keys, newest first (never their secrets)
+     * @description Scope: `admin` (or `admin`).
+     */
+    get: operations["getV1SigningKeys"];
+    /**
+     * Create a signing key for a tenant or one of its schedules (the secret is shown once; audited)
+     * @description A call is signed with the active keys of its job's schedule if it has any, else its tenant's, else SCHEDULER_SIGNING_SECRET if set; several active keys give one `v1,` signature each in `webhook-signature`, space separated (Standard Webhooks rotation). Workers hold keys in memory and reload them on change (NOTIFY), at the latest after SCHEDULER_SIGNING_KEYS_REFRESH (10 s by default). At most 10 active keys per tenant and per schedule (409 `too_many_signing_keys`). A `schedule_id` must name an existing schedule of the tenant (400).
+     *
+     * Scope: `admin` (or `admin`).
+     */
+    post: operations["postV1SigningKeys"];
+  };
+  "/v1/signing-keys/{id}/retire": {
+    /**
+     * Retire a key now: no call started after this is signed with it (audited; idempotent)
+     * @description Scope: `admin` (or `admin`).
+     */
+    post: operations["postV1SigningKeysIdRetire"];
+  };
+  "/v1/signing-keys/{id}/rotate": {
+    /**
+     * Rotate: a new key in the same scope; the old one keeps signing for `overlap` (default 24h), then retires (audited)
+     * @description During the overlap every call carries both signatures, so receivers can move to the new secret at their pace. 409 `signing_key_retired` for a retired key.
+     *
+     * Scope: `admin` (or `admin`).
+     */
+    post: operations["postV1SigningKeysIdRotate"];
   };
   "/v1/stats": {
     /**
@@ -549,6 +579,11 @@ export interface components {
           /** @description The same instant in the schedule's zone, with its UTC offset. */
           local: string;
         }[];
+      /**
+       * @description The preview stopped with fewer than N instants: at instants more than 10 years after its start (or, as a safety net, after 2 s of computing).
+       * @constant
+       */
+      preview_truncated?: true;
       priority: number;
       retry: {
         /** @description A duration as the API writes it: "250ms", "30s", "1m30s". */
@@ -625,6 +660,23 @@ export interface components {
       items: components["schemas"]["Schedule"][];
       /** @description Pass as ?cursor= for the next page; null on the last page. */
       next_cursor: string | null;
+    };
+    SigningKey: {
+      created_at: string;
+      id: string;
+      /** @description The key this one was rotated in for. */
+      replaces: string | null;
+      retired_at: string | null;
+      /** @description An active key being rotated out: when it stops signing. */
+      retires_at: string | null;
+      /** @description Null: the tenant's own key; else the schedule whose calls it signs. */
+      schedule_id: string | null;
+      /** @enum {string} */
+      status: "active" | "retired";
+      tenant: string;
+    };
+    SigningKeyList: {
+      items: components["schemas"]["SigningKey"][];
     };
     Target: {
       body?: unknown;
@@ -744,7 +796,7 @@ export interface operations {
   };
   /**
    * The dashboard (api mode): one page that reads this API with the token pasted into it
-   * @description The page and its files need no token; its data calls (GET /v1/stats, /v1/jobs, /v1/dlq, /v1/schedules, replay) send the bearer token the user gives it. Nothing is fetched from anywhere else.
+   * @description The page and its files need no token; its data calls (GET /v1/stats, /v1/jobs, /v1/jobs/{id}, /v1/dlq, /v1/schedules) and actions (cancel a job, replay a dead one, pause/resume a schedule) send the bearer token the user gives it. Nothing is fetched from anywhere else.
    *
    * No token needed.
    */
@@ -1712,7 +1764,7 @@ export interface operations {
   };
   /**
    * Create a recurring schedule
-   * @description A bad cron expression or time zone answers 400 naming the field. Each occurrence is a job with `schedule_id` and `nominal_time`.
+   * @description A bad cron expression or time zone answers 400 naming the field, and so does a rule that fires more often than SCHEDULER_MIN_SCHEDULE_INTERVAL (10 s by default: the shortest gap among its next 32 instants). A tenant has at most SCHEDULER_TENANT_MAX_SCHEDULES schedules (1000 by default; 409 `schedule_quota_exceeded`). Each occurrence is a job with `schedule_id` and `nominal_time`.
    *
    * Scope: `jobs:write` (or `admin`).
    */
@@ -1776,7 +1828,7 @@ export interface operations {
   getV1SchedulesId: {
     parameters: {
       query?: {
-        /** @description Add the next N fire instants (at most 1000) from max(now, start_at). */
+        /** @description Add the next N fire instants (at most 1000) from max(now, start_at). Instants more than 10 years out are not computed: then fewer come, with `preview_truncated: true`. */
         preview?: number;
         /** @description Only for an all-tenant token: the schedule's tenant (default "default"). */
         tenant?: string;
@@ -2178,6 +2230,293 @@ export interface operations {
       201: {
         content: {
           "application/json": components["schemas"]["Job"];
+        };
+      };
+      /** @description Invalid input: the error names the field in `path`. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No bearer token, or an unknown one. */
+      401: {
+        headers: {
+          /** @description Bearer */
+          "www-authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The token lacks the scope, or the object belongs to another tenant. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Unknown id (or another tenant's). */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflict; also any write outside the home region (with `fly-replay: region=<home>`). */
+      409: {
+        headers: {
+          /** @description region=<home region>, on a write outside the home region: Fly's proxy replays the request there. */
+          "fly-replay"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is larger than SCHEDULER_MAX_BODY_BYTES (10 MiB by default). */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * List signing keys, newest first (never their secrets)
+   * @description Scope: `admin` (or `admin`).
+   */
+  getV1SigningKeys: {
+    parameters: {
+      query?: {
+        /** @description Only keys in this state. */
+        status?: "active" | "retired";
+        /** @description Only the keys of this schedule. */
+        schedule_id?: string;
+        /** @description Only for an all-tenant token: limit to this tenant. */
+        tenant?: string;
+        /** @description At most this many (default 100). */
+        limit?: number;
+      };
+    };
+    responses: {
+      /** @description The keys. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["SigningKeyList"];
+        };
+      };
+      /** @description Invalid input: the error names the field in `path`. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No bearer token, or an unknown one. */
+      401: {
+        headers: {
+          /** @description Bearer */
+          "www-authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The token lacks the scope, or the object belongs to another tenant. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Create a signing key for a tenant or one of its schedules (the secret is shown once; audited)
+   * @description A call is signed with the active keys of its job's schedule if it has any, else its tenant's, else SCHEDULER_SIGNING_SECRET if set; several active keys give one `v1,` signature each in `webhook-signature`, space separated (Standard Webhooks rotation). Workers hold keys in memory and reload them on change (NOTIFY), at the latest after SCHEDULER_SIGNING_KEYS_REFRESH (10 s by default). At most 10 active keys per tenant and per schedule (409 `too_many_signing_keys`). A `schedule_id` must name an existing schedule of the tenant (400).
+   *
+   * Scope: `admin` (or `admin`).
+   */
+  postV1SigningKeys: {
+    requestBody?: {
+      content: {
+        "application/json": {
+          reason?: string;
+          schedule_id?: string;
+          tenant?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The new key, with its secret. */
+      201: {
+        content: {
+          "application/json": {
+            created_at: string;
+            id: string;
+            /** @description The key this one was rotated in for. */
+            replaces: string | null;
+            retired_at: string | null;
+            /** @description An active key being rotated out: when it stops signing. */
+            retires_at: string | null;
+            /** @description Null: the tenant's own key; else the schedule whose calls it signs. */
+            schedule_id: string | null;
+            /** @description `whsec_` + base64 of 32 random bytes. Shown in this answer only: store it now. */
+            secret: string;
+            /** @enum {string} */
+            status: "active" | "retired";
+            tenant: string;
+          };
+        };
+      };
+      /** @description Invalid input: the error names the field in `path`. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No bearer token, or an unknown one. */
+      401: {
+        headers: {
+          /** @description Bearer */
+          "www-authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The token lacks the scope, or the object belongs to another tenant. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflict; also any write outside the home region (with `fly-replay: region=<home>`). */
+      409: {
+        headers: {
+          /** @description region=<home region>, on a write outside the home region: Fly's proxy replays the request there. */
+          "fly-replay"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is larger than SCHEDULER_MAX_BODY_BYTES (10 MiB by default). */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Retire a key now: no call started after this is signed with it (audited; idempotent)
+   * @description Scope: `admin` (or `admin`).
+   */
+  postV1SigningKeysIdRetire: {
+    parameters: {
+      path: {
+        /** @description The signing key's id (UUIDv7). */
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          reason?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The key, status retired. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["SigningKey"];
+        };
+      };
+      /** @description Invalid input: the error names the field in `path`. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No bearer token, or an unknown one. */
+      401: {
+        headers: {
+          /** @description Bearer */
+          "www-authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The token lacks the scope, or the object belongs to another tenant. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Unknown id (or another tenant's). */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflict; also any write outside the home region (with `fly-replay: region=<home>`). */
+      409: {
+        headers: {
+          /** @description region=<home region>, on a write outside the home region: Fly's proxy replays the request there. */
+          "fly-replay"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is larger than SCHEDULER_MAX_BODY_BYTES (10 MiB by default). */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Rotate: a new key in the same scope; the old one keeps signing for `overlap` (default 24h), then retires (audited)
+   * @description During the overlap every call carries both signatures, so receivers can move to the new secret at their pace. 409 `signing_key_retired` for a retired key.
+   *
+   * Scope: `admin` (or `admin`).
+   */
+  postV1SigningKeysIdRotate: {
+    parameters: {
+      path: {
+        /** @description The signing key's id (UUIDv7). */
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          overlap?: string | number;
+          reason?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The new key, with its secret, and the old one with its `retires_at`. */
+      201: {
+        content: {
+          "application/json": {
+            created_at: string;
+            id: string;
+            old: components["schemas"]["SigningKey"];
+            /** @description The key this one was rotated in for. */
+            replaces: string | null;
+            retired_at: string | null;
+            /** @description An active key being rotated out: when it stops signing. */
+            retires_at: string | null;
+            /** @description Null: the tenant's own key; else the schedule whose calls it signs. */
+            schedule_id: string | null;
+            /** @description `whsec_` + base64 of 32 random bytes. Shown in this answer only: store it now. */
+            secret: string;
+            /** @enum {string} */
+            status: "active" | "retired";
+            tenant: string;
+          };
         };
       };
       /** @description Invalid input: the error names the field in `path`. */
