@@ -172,6 +172,9 @@ async function runScenario(p: {
       }
       await sys.start();
     } else {
+      // The herd's counts include its creation (through the running process): its statements
+      // are told apart by their text in the report.
+      if (scenario === "herd" && p.cost && sys.database && (await p.cost.quiet(sys.database))) before = await p.cost.snapshot(sys.database, p.statements);
       await sys.start();
       const first = Date.now() + leadMs(n);
       const dues = scenario === "herd" ? new Array(n).fill(first) : Array.from({ length: n }, (_, i) => first + Math.floor((i * args.spreadMs) / n));
@@ -188,7 +191,7 @@ async function runScenario(p: {
     const exitCode = await sys.stop();
     let cost: Cost | undefined;
     if (before && p.cost && sys.database) {
-      if (!(await p.cost.quiet(sys.database))) say(`peers: ${sys.name}: connections still open after the burst; its counts may be off`);
+      if (!(await p.cost.quiet(sys.database))) say(`peers: ${sys.name}: connections still open after the ${scenario}; its counts may be off`);
       cost = costBetween(before, await p.cost.snapshot(sys.database, p.statements));
     }
     const c = checks(created.due, target.arrivals);
@@ -353,6 +356,13 @@ async function main(): Promise<number> {
   ];
   for (const [name, rs] of results) {
     const b = of(rs, "burst");
+    const h = of(rs, "herd");
+    if (h?.cost?.top) {
+      out.push(`${name}: statements per job in the herd, creation included (top ${h.cost.top.length}): per job, server µs per job, mean ms per call`);
+      for (const t of h.cost.top) {
+        out.push(`  ${(t.calls / h.jobs).toFixed(3).padStart(7)} ${((t.ms * 1000) / h.jobs).toFixed(1).padStart(7)} ${(t.ms / t.calls).toFixed(2).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 100)}`);
+      }
+    }
     if (b?.cost?.top) {
       out.push(`${name}: statements per job in the burst (top ${b.cost.top.length}): per job, server µs per job, mean ms per call`);
       for (const t of b.cost.top) {

@@ -190,11 +190,16 @@ SELECT u.id, u.was, u.in_call, u.now_status FROM u;
 
 -- name: ScheduledTenants
 -- Up to $2 tenants with scheduled jobs, in name order after $1: a loose index scan, one
--- probe per tenant however many jobs each has.
+-- probe per tenant however many jobs each has. Each probe is ordered by the whole key of
+-- jobs_scheduled_tenant_class_id, which only that index gives without a sort: ordered by
+-- tenant alone, the planner could take jobs_tenant_id (every job of the tenant, in any
+-- status) and filter out the finished ones, thousands a probe in a busy table.
 WITH RECURSIVE t AS (
-  (SELECT tenant FROM jobs WHERE status = 'scheduled' AND tenant > $1 ORDER BY tenant LIMIT 1)
+  (SELECT tenant FROM jobs WHERE status = 'scheduled' AND tenant > $1
+   ORDER BY tenant, sign(priority), due_at, id LIMIT 1)
   UNION ALL
-  SELECT (SELECT j.tenant FROM jobs j WHERE j.status = 'scheduled' AND j.tenant > t.tenant ORDER BY j.tenant LIMIT 1)
+  SELECT (SELECT j.tenant FROM jobs j WHERE j.status = 'scheduled' AND j.tenant > t.tenant
+          ORDER BY j.tenant, sign(j.priority), j.due_at, j.id LIMIT 1)
   FROM t WHERE t.tenant IS NOT NULL
 )
 SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT $2;

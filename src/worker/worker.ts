@@ -82,7 +82,9 @@ const PREFETCH_HORIZON_MS = 250;
  * Calls at least this short (on average) let the worker open the next slots' attempts while
  * the current calls run (see armAhead): an armed job then waits for its slot about one call.
  */
-const ARM_MAX_CALL_MS = 50;
+const ARM_MAX_CALL_MS = 100;
+/** Armed jobs per call slot at most (a slow database makes each check bring more). */
+const ARM_MAX_FACTOR = 4;
 
 /**
  * Claims queued jobs under a lease, checks each again right before calling, calls the
@@ -124,6 +126,8 @@ export class Worker {
   private callRate = 0;
   /** How long a call takes, smoothed (ms); undefined before the first. */
   private callMs: number | undefined;
+  /** How long a pre-call check takes, smoothed (ms). */
+  private checkMs: number | undefined;
   private rateAt = performance.now();
   private rateCount = 0;
   private loopDone: Promise<void> | undefined;
@@ -184,7 +188,10 @@ export class Worker {
       concurrency: () => o.concurrency + this.prefetchTarget(),
       closed: () => this.stopping,
       reserved: o.reservedSlots,
-      busy: () => this.inflight.size - this.held.size,
+      // Calls that ended and wait for their outcome's write hold no room for claims (up to a
+      // capacity's worth): the write is batched and may take a commit or two, and claims
+      // held back by it left the slots idle.
+      busy: () => this.inflight.size - this.held.size - Math.min(this.recording, this.o.concurrency + this.prefetchTarget()),
       busyBelow: (min) => {
         let n = 0;
         for (const f of this.inflight.values()) if (f.job.priority < min && !this.held.has(f.job.id)) n++;
@@ -404,7 +411,13 @@ export class Worker {
     for (;;) {
       this.pumpAgain = false;
       const room = this.o.concurrency + this.armAhead() - this.inCall.size - this.starting - this.armed.length;
+      // While armed jobs fill the slots that free, a check waits for room for half a batch:
+      // started for the one slot free at that moment, it held the line for a round trip while
+      // every other slot freed (checks went 1, 63, 1, 63 jobs). With nothing armed or in
+      // flight, any room is used at once.
+      const minBatch = this.armed.length > 0 || this.inCall.size > 0 ? Math.ceil(this.o.concurrency / 2) : 1;
       if (room <= 0 || this.ready.length === 0 || this.stopping) return;
+      if (this.armAhead() > 0 && room < Math.min(minBatch, this.ready.length)) return;
       const batch = this.takeReady(room);
       if (batch.length === 0) return;
       this.starting += batch.length;
@@ -439,17 +452,21 @@ export class Worker {
   }
 
   /**
-   * Checked jobs kept armed beyond the free call slots: one per slot while calls are short
-   * (ARM_MAX_CALL_MS). Each pre-call check then carries the next slots' jobs while the current
+   * Checked jobs kept armed beyond the free call slots while calls are short (ARM_MAX_CALL_MS):
+   * as many as the slots call during one pre-call check, at least one per slot, at most
+   * ARM_MAX_FACTOR per slot. Each check then carries the next slots' jobs while the current
    * calls run, and a slot that frees is used at once, not after a round trip; an armed job
-   * waits for its slot about one short call. With slower calls nothing is armed ahead, so an
-   * attempt is never opened long before its call.
+   * waits for its slot about one check's round trip. With slower calls nothing is armed
+   * ahead, so an attempt is never opened long before its call.
    */
   private armAhead(): number {
     // Reserved slots are counted over calls: an armed job of the ordinary class would take
     // the next free slot whatever its class, so with them nothing is armed ahead.
     if (this.o.reservedSlots || this.callMs === undefined || this.callMs > ARM_MAX_CALL_MS) return 0;
-    return this.o.concurrency;
+    // What the slots call while one check is under way (Little's law): a check that takes as
+    // long as ten calls must bring ten slots' worth, or the slots wait for it.
+    const perCheck = Math.ceil((this.o.concurrency * (this.checkMs ?? 0)) / Math.max(1, this.callMs));
+    return Math.min(ARM_MAX_FACTOR * this.o.concurrency, Math.max(this.o.concurrency, perCheck));
   }
 
   /** Calls armed jobs while call slots are free; one whose cancel or lease loss came meanwhile is given back uncalled. */
@@ -552,6 +569,8 @@ export class Worker {
       started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })), {
         ttlMs: this.o.leaseTtlMs, marginMs: this.o.leaseMarginMs,
       });
+      const ms = performance.now() - sentAt;
+      this.checkMs = this.checkMs === undefined ? ms : this.checkMs * 0.8 + ms * 0.2;
       await this.o.afterStartAttempts?.(started.map((s) => s.job_id));
     } catch (err) {
       // No answer: the check may have committed and opened attempts, or not. Nothing is
@@ -627,6 +646,8 @@ export class Worker {
 
   /** Launched and not yet recorded (the call, then its outcome's write). */
   private readonly calling = new Set<string>();
+  /** Calls that ended, their outcomes not written yet. */
+  private recording = 0;
   /** Calls to targets in flight: what WORKER_CONCURRENCY bounds. */
   private readonly inCall = new Set<string>();
   private isCalling(id: string): boolean {
@@ -645,6 +666,7 @@ export class Worker {
     const launchedAt = performance.now();
     const called = () => {
       if (!this.inCall.delete(id)) return;
+      this.recording++;
       const ms = performance.now() - launchedAt;
       this.callMs = this.callMs === undefined ? ms : this.callMs * 0.9 + ms * 0.1;
       this.o.metrics.inflight.set(this.inCall.size);
@@ -659,6 +681,7 @@ export class Worker {
       })
       .finally(() => {
         called();
+        this.recording--;
         this.limiter.forget(id);
         this.inflight.delete(id);
         this.calling.delete(id);
