@@ -24,7 +24,7 @@ for (const driver of DRIVERS) {
     let t: TestDb;
     const target = new Target((r) =>
       r.path === "/slow" ? Bun.sleep(2500).then(() => new Response("ok"))
-      : r.path === "/slower" ? Bun.sleep(6000).then(() => new Response("ok"))
+      : r.path === "/slower" ? Bun.sleep(11_000).then(() => new Response("ok"))
       : new Response("ok"));
     beforeAll(async () => {
       t = await freshDb(driver);
@@ -194,17 +194,18 @@ for (const driver of DRIVERS) {
       });
 
       test("a call longer than the lease TTL keeps its lease by renewal and is not retried", async () => {
-        // A 2 s lease (renewed every ~0.67 s) under a 6 s call: three lease lifetimes. With a
-        // 1 s lease and a 2.5 s call, a loaded machine (PGlite runs its queries on the
-        // process's own thread) let a renewal come more than 1 s late, every attempt's lease
-        // lapsed, and the job was retried until the test gave up.
-        const rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "2s" });
+        // A 5 s lease under an 11 s call: more than two lease lifetimes. The renewer must get
+        // an answer within a quarter of the lease (it then retries; the watchdog aborts the
+        // call once the lease may have lapsed): with a 1 s lease (250 ms) or 2 s (500 ms),
+        // PGlite on a loaded machine (its queries run on the process's own thread) answered
+        // too late, the calls were aborted and the job retried, 5 attempts instead of 1.
+        const rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "5s" });
         try {
-          const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slower` }, timeout: "20s" })).body;
+          const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slower` }, timeout: "30s" })).body;
           const final = await eventually(async () => {
             const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
             return x.status === "succeeded" ? x : undefined;
-          }, 30_000, "succeeded");
+          }, 45_000, "succeeded");
           expect(final.attempt_log).toHaveLength(1);
           expect(target.callsTo("/slower")).toHaveLength(1);
         } finally {
