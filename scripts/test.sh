@@ -70,11 +70,7 @@ services_on_exit "rm -f $(printf '%q' "$log")"
 # bun prints results and the summary on stderr, so both streams go through
 # tee; PIPESTATUS gives bun's own code rather than tee's.
 set +e
-# Two test files at a time (one per core): most suites wait on processes, timers and the
-# network, so the whole run takes ~7 minutes instead of ~12 on a 2-core machine. Every file
-# makes its own databases, ports and Redis prefix or server, so files do not share state;
-# tests wait for conditions rather than assume how fast the other file lets them run.
-node_modules/.bin/bun test --parallel=2 --timeout 60000 "$@" 2>&1 | tee "$log"
+node_modules/.bin/bun test --timeout 60000 "$@" 2>&1 | tee "$log"
 bun_rc=${PIPESTATUS[0]}
 set -e
 
