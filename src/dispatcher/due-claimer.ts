@@ -67,21 +67,25 @@ export class DueClaimer {
     // The safety net behind the index runs on its own clock, first: an index whose candidates
     // fill every pass must not keep a job it missed waiting (reconcileBoundMs). It claims
     // oldest first, without the planner: these jobs are already late.
-    let reconciled = 0;
+    let reconciled: JobRow[] = [];
     if (p.minPriority === undefined && keeper.reconcileNow()) {
-      const missed = await claimDue(this.o.db, { ...p, lateMs: RECONCILE_LATE_MS });
-      into.push(...missed);
-      reconciled = missed.length;
-      await this.o.afterClaim?.(missed);
-      keeper.noteReconciled(missed);
-      if (reconciled >= p.limit) return;
+      reconciled = await claimDue(this.o.db, { ...p, lateMs: RECONCILE_LATE_MS });
+      into.push(...reconciled);
+      await this.o.afterClaim?.(reconciled);
+      keeper.noteReconciled(reconciled);
+      if (reconciled.length >= p.limit) return;
     }
-    const rest = { ...p, limit: p.limit - reconciled };
-    const fromIndex = await keeper.candidates(Math.min(DUE_LIST_MAX, rest.limit * CANDIDATE_FACTOR), this.o.prestageMs, shards.list);
+    const rest = { ...p, limit: p.limit - reconciled.length };
+    // The jobs just reconciled are mostly still in the index, at its head (they are the
+    // oldest): without room for them they filled the candidate list of a pass that had
+    // reconciled most of its limit, and the rest of the pass claimed nothing.
+    const want = rest.limit * CANDIDATE_FACTOR + reconciled.length;
+    const fromIndex = await keeper.candidates(Math.min(DUE_LIST_MAX, want), this.o.prestageMs, shards.list);
     if (fromIndex === null) return this.claimPlanned(rest, await this.sqlCandidates(rest.limit, p.fence), into);
     const start = into.length;
     await this.claimPlanned(rest, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.o.prestageMs, shards), into);
-    await keeper.settle(fromIndex, into.slice(start));
+    // Reconciled entries leave the index as claimed ones do (not read again as stale).
+    await keeper.settle(fromIndex, [...reconciled, ...into.slice(start)]);
   }
 
   /**

@@ -53,7 +53,7 @@ function start(): { proc: Subprocess; run: number } {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const base = () => `http://127.0.0.1:${port}`;
 
-async function waitReady(proc: Subprocess, run: number, ms = 30_000): Promise<void> {
+async function waitReady(proc: Subprocess, run: number, ms = 90_000): Promise<void> {
   const deadline = Date.now() + ms;
   let last = "no answer";
   while (Date.now() < deadline) {
@@ -158,7 +158,7 @@ describe("compiled binary", () => {
       stopped = await stop(proc);
     }
     if (stopped !== 0) throw new Error(`expected exit code 0 within 30 s of SIGTERM, got ${stopped}\n${logs(run)}`);
-  }, 50_000);
+  }, 200_000);
 
   test("a restart on the same data dir still has the job", async () => {
     expect(jobId).not.toBe("");
@@ -185,7 +185,7 @@ describe("compiled binary", () => {
       stopped = await stop(proc);
     }
     if (stopped !== 0) throw new Error(`expected exit code 0 within 30 s of SIGTERM, got ${stopped}\n${logs(run)}`);
-  }, 50_000);
+  }, 200_000);
 
   test("on a terminal it logs one readable line per event (pino-pretty inside the binary), and stops on Ctrl-C", async () => {
     // util-linux script gives the binary a pseudo-terminal as stdout; its output is what the

@@ -4,8 +4,9 @@
 //
 // Real durations on the 2-core reference VM: the 50k herd is created in 3–4.5 s through
 // POST /v1/jobs/batch, is due 13 s after creation starts, and drains in 18–25 s
-// (2–2.8k calls/s, PostgreSQL-bound): ~35 s for that test. The rate-limited case drains in
-// 5.9 s, ~11 s in all. The whole file: 45–50 s.
+// (2–2.8k calls/s, PostgreSQL-bound): ~35 s for that test, which runs with
+// SCHEDULER_LONG_TESTS=1; the default suite's herd is 10k jobs (see HERD). The rate-limited
+// case drains in 5.9 s, ~11 s in all.
 import { afterAll, describe, expect, test } from "bun:test";
 import { defaultLeadMs, type HerdFigures, mib, runHerd } from "../../bench/lib/herd.ts";
 import { RecordingTarget } from "../../bench/lib/target.ts";
@@ -34,6 +35,16 @@ const PEAK_RSS_BOUND = 400 * MiB;
  * 250 s, and one that stopped waking itself after a full batch would too.
  */
 const DRAIN_BOUND_S = 60;
+
+/**
+ * The default suite's herd: 10k jobs (drains in ~4-5 s here), SCHEDULER_LONG_TESTS=1 the
+ * 50k one (~35 s, too long for every run). Both prove each job called exactly once and never
+ * early. The drain bound keeps its teeth at 10k: a dispatcher that claimed only on its poll
+ * tick would need 10k / 200 = 50 s. The memory bound is meaningful only for the long form
+ * (10k rows held at once would be ~14 MiB, within the noise), so it is the long form's.
+ */
+const LONG = process.env.SCHEDULER_LONG_TESTS === "1";
+const HERD = LONG ? { jobs: 50_000, drainS: DRAIN_BOUND_S } : { jobs: 10_000, drainS: 40 };
 
 /** The first call of the herd after the due instant: measured 70–115 ms. */
 const FIRST_CALL_BOUND_MS = 1000;
@@ -124,8 +135,8 @@ afterAll(async () => {
 });
 
 describe("the 9:00:00 thundering herd (postgres, real scheduler process)", () => {
-  test("50,000 jobs due at one instant: each called exactly once, none early, drained in bounded time and memory", async () => {
-    const N = 50_000;
+  test(`${HERD.jobs.toLocaleString("en-US")} jobs due at one instant: each called exactly once, none early, drained in bounded time${LONG ? " and memory" : ""}`, async () => {
+    const N = HERD.jobs;
     const r = await startRun({});
     const f = await herdOf(r, N);
     const after = await endRun(r);
@@ -137,9 +148,9 @@ describe("the 9:00:00 thundering herd (postgres, real scheduler process)", () =>
     );
     expectExactlyOnceNeverEarly(f, r.target, N);
     expect(f.lagMs!.min).toBeLessThan(FIRST_CALL_BOUND_MS);
-    expect(f.drainSeconds!).toBeLessThan(DRAIN_BOUND_S);
+    expect(f.drainSeconds!).toBeLessThan(HERD.drainS);
     expect(f.peakRss).not.toBeNull(); // Linux: /proc is there
-    expect(f.peakRss!).toBeLessThan(PEAK_RSS_BOUND);
+    if (LONG) expect(f.peakRss!).toBeLessThan(PEAK_RSS_BOUND);
     // The database agrees: one terminal state per job, one attempt per job.
     expect(after.statuses).toEqual({ succeeded: N });
     expect(after.attempts).toBe(N);
@@ -147,9 +158,11 @@ describe("the 9:00:00 thundering herd (postgres, real scheduler process)", () =>
     expect(after.exit).toBe(0);
   }, 150_000);
 
-  test("SCHEDULER_DISPATCH_RATE=500: a 3,000-job herd drains at that rate, no 1-second window above it plus a small burst", async () => {
-    const N = 3000;
-    const RATE = 500;
+  // 200/s rather than 500/s: on a loaded 2-core box the unlimited scheduler itself went as low
+  // as ~700 calls/s, too close to 500/s for "the limiter sets the pace" to be what is measured.
+  test("SCHEDULER_DISPATCH_RATE=200: a 1,200-job herd drains at that rate, no 1-second window above it plus a small burst", async () => {
+    const N = 1200;
+    const RATE = 200;
     const r = await startRun({ SCHEDULER_DISPATCH_RATE: String(RATE) });
     const f = await herdOf(r, N);
     const after = await endRun(r);
@@ -164,8 +177,9 @@ describe("the 9:00:00 thundering herd (postgres, real scheduler process)", () =>
     // The burst bucket starts full (RATE / 10 tokens): the rest goes at RATE per second, so
     // the drain takes at least (N − RATE/10) / RATE = 5.9 s, i.e. N / RATE less 0.1 s.
     expect(f.drainSeconds!).toBeGreaterThanOrEqual((N - RATE / 10) / RATE);
-    // ... and not much longer: the limiter, not the scheduler, sets the pace (~2k/s unlimited here).
-    expect(f.drainSeconds!).toBeLessThan(N / RATE + 2);
+    // ... and not much longer: the limiter, not the scheduler, sets the pace (~2k/s unlimited
+    // here); a limiter at half the rate would take 12 s.
+    expect(f.drainSeconds!).toBeLessThan(N / RATE + 3);
     expect(after.statuses).toEqual({ succeeded: N });
     expect(after.attempts).toBe(N);
     expect(after.exit).toBe(0);

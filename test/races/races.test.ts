@@ -22,7 +22,10 @@ const done = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "atte
 for (const driver of DRIVERS) {
   describe(`races named in the design (${driver})`, () => {
     let t: TestDb;
-    const target = new Target((r) => (r.path === "/slow" ? Bun.sleep(2500).then(() => new Response("ok")) : new Response("ok")));
+    const target = new Target((r) =>
+      r.path === "/slow" ? Bun.sleep(2500).then(() => new Response("ok"))
+      : r.path === "/slower" ? Bun.sleep(11_000).then(() => new Response("ok"))
+      : new Response("ok"));
     beforeAll(async () => {
       t = await freshDb(driver);
       await seedAuthority(t.db, "local");
@@ -154,7 +157,7 @@ for (const driver of DRIVERS) {
           const final = await eventually(async () => {
             const x = (await api(rt!, "GET", `/v1/jobs/${j.id}`)).body;
             return x.status === "cancelled" ? x : undefined;
-          }, 5000, "cancelled");
+          }, 30_000, "cancelled");
           expect(cancelAnswer).toBe(202); // it was running: cancel requested
           expect(final.attempt_log).toHaveLength(0);
           await Bun.sleep(300);
@@ -170,14 +173,14 @@ for (const driver of DRIVERS) {
         let worker: Runtime | undefined;
         try {
           const j = (await api(apiRt, "POST", "/v1/jobs", { target: { url: `${target.url}/resched` } })).body;
-          await eventually(async () => (await jobRow(t.db, j.id)).status === "queued", 5000, "queued");
+          await eventually(async () => (await jobRow(t.db, j.id)).status === "queued", 30_000, "queued");
           const moved = await api(apiRt, "PATCH", `/v1/jobs/${j.id}`, { delay: "1500ms", if_version: 1 });
           expect(moved.status).toBe(200);
           expect(moved.body).toMatchObject({ status: "scheduled", version: 2 });
           worker = await startScheduler(t.db, {}, { mode: "worker" });
           await Bun.sleep(500);
           expect(target.callsTo("/resched")).toHaveLength(0);
-          await target.waitForCalls(target.calls.length + 1, 5000);
+          await target.waitForCalls(target.calls.length + 1, 30_000);
           const call = target.callsTo("/resched");
           expect(call).toHaveLength(1);
           expect(call[0].at).toBeGreaterThanOrEqual(Date.parse(moved.body.due_at));
@@ -191,15 +194,20 @@ for (const driver of DRIVERS) {
       });
 
       test("a call longer than the lease TTL keeps its lease by renewal and is not retried", async () => {
-        const rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" });
+        // A 5 s lease under an 11 s call: more than two lease lifetimes. The renewer must get
+        // an answer within a quarter of the lease (it then retries; the watchdog aborts the
+        // call once the lease may have lapsed): with a 1 s lease (250 ms) or 2 s (500 ms),
+        // PGlite on a loaded machine (its queries run on the process's own thread) answered
+        // too late, the calls were aborted and the job retried, 5 attempts instead of 1.
+        const rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "5s" });
         try {
-          const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slow` }, timeout: "10s" })).body;
+          const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slower` }, timeout: "30s" })).body;
           const final = await eventually(async () => {
             const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
             return x.status === "succeeded" ? x : undefined;
-          }, 10_000, "succeeded");
+          }, 45_000, "succeeded");
           expect(final.attempt_log).toHaveLength(1);
-          expect(target.callsTo("/slow")).toHaveLength(1);
+          expect(target.callsTo("/slower")).toHaveLength(1);
         } finally {
           await rt.stop();
         }
@@ -210,7 +218,7 @@ for (const driver of DRIVERS) {
         try {
           const before = target.callsTo("/slow").length;
           const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slow` }, timeout: "10s" })).body;
-          await eventually(() => target.callsTo("/slow").length > before, 5000, "call started");
+          await eventually(() => target.callsTo("/slow").length > before, 30_000, "call started");
           const t0 = Date.now();
           const c = await api(rt, "POST", `/v1/jobs/${j.id}/cancel`, {});
           expect(c.status).toBe(202);
@@ -218,7 +226,7 @@ for (const driver of DRIVERS) {
           const final = await eventually(async () => {
             const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
             return x.status === "cancelled" ? x : undefined;
-          }, 5000, "cancelled");
+          }, 30_000, "cancelled");
           // Well before the target would have answered (2.5 s) or the lease renewal (1 s).
           expect(Date.now() - t0).toBeLessThan(900);
           expect(final.attempt_log).toHaveLength(1);
@@ -235,7 +243,7 @@ for (const driver of DRIVERS) {
         const rt = await startScheduler(t.db, { SCHEDULER_SHUTDOWN_GRACE: "200ms" });
         const before = target.callsTo("/slow").length;
         const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slow` }, timeout: "10s", retry: { max_attempts: 1 } })).body;
-        await eventually(() => target.callsTo("/slow").length > before, 5000, "call started");
+        await eventually(() => target.callsTo("/slow").length > before, 30_000, "call started");
         await rt.stop();
         const row = await jobRow(t.db, j.id);
         expect([row.status, row.tries, row.calls]).toEqual(["scheduled", 0, 1]);
@@ -248,7 +256,7 @@ for (const driver of DRIVERS) {
         const rt = await startScheduler(t.db, {});
         const before = target.callsTo("/slow").length;
         const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slow` }, timeout: "10s" })).body;
-        await eventually(() => target.callsTo("/slow").length > before, 5000, "call started");
+        await eventually(() => target.callsTo("/slow").length > before, 30_000, "call started");
         await rt.stop();
         const row = await jobRow(t.db, j.id);
         expect(row.status).toBe("succeeded");

@@ -84,11 +84,14 @@ async function txKilledMidStatement(): Promise<void> {
   let inner: { ok: boolean; code?: string } | undefined;
   const tx = settled(db.tx(async (q) => {
     pid = (await q.query<{ pid: number }>("select pg_backend_pid() as pid"))[0]!.pid;
-    const sleeping = q.query("select pg_sleep(30)");
+    // Settled (a handler attached) at once: the statement rejects as soon as the driver
+    // sees the close, which may be before terminate() has seen the backend gone, and an
+    // unhandled rejection would end this process with code 1.
+    const sleeping = settled(q.query("select pg_sleep(30)"));
     await waitUntil("the statement to run", async () =>
       (await admin`select 1 from pg_stat_activity where pid = ${pid} and state = 'active' and query like '%pg_sleep(30)%'`).length > 0);
     await terminate(pid);
-    inner = await settled(sleeping);
+    inner = await sleeping;
     if (!inner.ok) throw new Error(`statement failed: ${inner.code}`);
   }));
   const outcome = await within(10_000, "the transaction", tx);

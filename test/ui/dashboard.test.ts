@@ -99,11 +99,15 @@ describe("dashboard /ui", () => {
     await page.waitForSelector(`#jobs-table tr[data-job="${id}"] .s-succeeded`, { timeout: 15_000 });
     expect((await api(rt, "GET", `/v1/jobs/${id}`, undefined, auth(ADMIN))).body.status).toBe("succeeded");
     expect(target.callsTo("/ok")).toHaveLength(1);
+    // What the page shows comes from its latest refresh (every 3 s, and after the create):
+    // waited for, not read once. Selectors and reads, not page.waitForFunction: when its
+    // predicate is false at first it polls by evaluating a string in the page, which the
+    // page's CSP (no 'unsafe-eval') refuses, so it failed whenever the page lagged.
+    await page.waitForSelector("#verdict li.ok", { timeout: 30_000 });
     expect(await page.textContent("#verdict")).toContain("OK");
-    expect(await page.textContent("#cluster")).toContain("home");
-    expect(Number(await page.textContent("#epoch"))).toBeGreaterThanOrEqual(1);
-    // (Strings: the test's own types know no DOM; these run in the page.)
-    await page.waitForFunction(`Number(document.querySelector('[data-status="succeeded"]')?.textContent) >= 1`);
+    await page.waitForSelector('#cluster:has-text("home")', { timeout: 30_000 });
+    await eventually(async () => Number(await page.textContent("#epoch")) >= 1, 30_000, "the epoch to show");
+    await eventually(async () => Number(await page.textContent('[data-status="succeeded"]')) >= 1, 30_000, "the succeeded count to include the job");
     expect(await page.isHidden("#auth-error")).toBe(true);
     expect(errors).toEqual([]);
   });
@@ -116,7 +120,7 @@ describe("dashboard /ui", () => {
     const row = await page.waitForSelector(`#dlq-table tr[data-dead="${id}"]`, { timeout: 10_000 });
     expect(await row.textContent()).toContain("globex");
     // The health verdict names the dead job until it is replayed.
-    await page.waitForFunction(`document.querySelector("#verdict")?.textContent?.includes("dead job")`);
+    await page.waitForSelector('#verdict li.warn:has-text("dead job")', { timeout: 30_000 });
     await page.click(`#dlq-table tr[data-dead="${id}"] button.replay`);
     await page.fill(".replay-reason", "target fixed (dashboard e2e)");
     await page.click(".replay-confirm");
