@@ -14,6 +14,7 @@ import m011 from "../../sql/migrations/011_payloads_retention.sql" with { type: 
 import m009 from "../../sql/migrations/009_dlq.sql" with { type: "text" };
 import m014 from "../../sql/migrations/014_late_outcome.sql" with { type: "text" };
 import m015 from "../../sql/migrations/015_fencing_terms.sql" with { type: "text" };
+import m019 from "../../sql/migrations/019_capture_inserts_per_statement.sql" with { type: "text" };
 
 export interface Migration { version: number; name: string; sql: string }
 
@@ -33,4 +34,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 13, name: "013_shards", sql: m013 },
   { version: 14, name: "014_late_outcome", sql: m014 },
   { version: 15, name: "015_fencing_terms", sql: m015 },
+  { version: 19, name: "019_capture_inserts_per_statement", sql: m019 },
 ];
