@@ -46,6 +46,10 @@ try {
     const x = await round(jobs, `r${r}`);
     console.log(`create-cost: round ${r + 1}: ${x.rate.toFixed(0)} jobs/s; CPU per job: scheduler ${x.appUs.toFixed(1)} µs, PostgreSQL ${x.pgUs.toFixed(1)} µs; scheduler peak RSS ${((procMemoryBytes(proc.proc.pid, "VmHWM") ?? NaN) / 2 ** 20).toFixed(0)} MiB`);
   }
+  // Where the memory is, as the process sees it (prom-client's default metrics).
+  const metrics = await (await fetch(`${proc.url}/metrics`)).text();
+  const mem = metrics.split("\n").filter((l) => /^scheduler_process_(nodejs_heap_size_(total|used)_bytes|nodejs_external_memory_bytes|resident_memory_bytes) /.test(l));
+  console.log(`create-cost: after the rounds: ${mem.map((l) => { const [k, v] = l.split(" "); return `${k.replace("scheduler_process_", "")} ${(Number(v) / 2 ** 20).toFixed(0)} MiB`; }).join(", ")}`);
 } finally {
   await proc.stop().catch(() => proc.kill());
   await admin.end();
