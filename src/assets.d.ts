@@ -8,6 +8,10 @@ declare module "*.wasm" {
   const path: string;
   export default path;
 }
+declare module "*.tar.gz" {
+  const path: string;
+  export default path;
+}
 declare module "*.data" {
   const path: string;
   export default path;

@@ -66,7 +66,7 @@ export interface StartOptions {
 export async function startRuntime(config: Config, opts: StartOptions = {}): Promise<Runtime> {
   const owner = `${hostname()}/${process.pid}/${Math.random().toString(36).slice(2, 8)}`;
   const log = opts.log ?? createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
-  const opened = opts.db ?? (await openDb(config, `scheduler-${config.mode}`));
+  const opened = opts.db ?? (await openDb(config, `scheduler-${config.mode}`, (err) => log.warn({ err }, "the bundled PGlite data directory could not be resumed; running initdb instead (slower, about 1 GB of memory once)")));
   const ownsDb = !opts.db;
   try {
     await waitUntilWritable(opened, log, opts.signal);

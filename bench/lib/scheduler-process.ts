@@ -62,7 +62,9 @@ export class SchedulerProcess {
     if (o.dataDir) env.SCHEDULER_DATA_DIR = o.dataDir;
     const fd = openSync(o.logFile, "a");
     try {
-      const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), `--mode=${o.mode ?? "all"}`], {
+      // SCHEDULER_BENCH_BUN_ARGS: flags for bun itself, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof".
+      const bunArgs = process.env.SCHEDULER_BENCH_BUN_ARGS?.split(/\s+/).filter(Boolean) ?? [];
+      const proc = Bun.spawn([process.execPath, ...bunArgs, join(ROOT, "src/main.ts"), `--mode=${o.mode ?? "all"}`], {
         cwd: ROOT,
         env,
         stdin: "ignore",

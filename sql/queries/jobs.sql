@@ -1,7 +1,10 @@
 -- name: InsertJobs
 -- Inserts a batch of jobs given as a JSON array; a repeated idempotency key inserts nothing
--- (the caller then reads the first job). Returns the rows inserted. A job without due_at is
--- due delay_ms after the database's now(): the database's clock decides, never the caller's.
+-- (the caller then reads the first job). A job without due_at is due delay_ms after the
+-- database's now(): the database's clock decides, never the caller's.
+-- Returns, of each row inserted, only what the database decided (times, defaults): the
+-- caller has the rest. Whole rows (the target's JSON above all) cost more to send and to
+-- parse than the insert itself (bench/README.md, "creation").
 INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, priority, idempotency_key, request_hash,
                   schedule_id, nominal_time, target, max_attempts, backoff_base_ms,
                   backoff_max_ms, timeout_ms, expires_at, window_ms, async,
@@ -21,7 +24,8 @@ CROSS JOIN LATERAL (
   SELECT coalesce(r.due_at, now() + make_interval(secs => coalesce(r.delay_ms, 0)::float8 / 1000)) AS due_at
 ) d
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING *;
+RETURNING id, status, due_at, scheduled_for, version, calls, tries, epoch, lease_generation, cancel_requested,
+          catchup, schema_version, replays, dead_streak, replay, slot, created_at, updated_at;
 
 -- name: GetJob
 SELECT * FROM jobs WHERE id = $1::uuid AND ($2::text IS NULL OR tenant = $2);

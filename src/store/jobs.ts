@@ -54,7 +54,9 @@ export async function insertJobs(db: Db, jobs: NewJob[], payloads: Payload[] = [
 
 /** insertJobs inside a transaction the caller holds. */
 export async function insertJobsIn(q: Queryable, jobs: NewJob[]): Promise<InsertResult[]> {
-  const inserted = await q.query<JobRow>(sql("InsertJobs"), [JSON.stringify(jobs)]);
+  const decided = await q.query<InsertedColumns>(sql("InsertJobs"), [JSON.stringify(jobs)]);
+  const given = new Map(jobs.map((j) => [j.id, j]));
+  const inserted = decided.map((d) => insertedRow(given.get(d.id)!, d));
   const byId = new Map(inserted.map((j) => [j.id, j]));
   const missingKeys = jobs.filter((j) => !byId.has(j.id) && j.idempotency_key);
   const existing = new Map<string, JobRow>();
@@ -80,6 +82,46 @@ export async function insertJobsIn(q: Queryable, jobs: NewJob[]): Promise<Insert
     }
     return { kind: first.request_hash === j.request_hash ? "existing" : "conflict", job: first };
   });
+}
+
+/** What InsertJobs returns of a row: what the database decided. */
+type InsertedColumns = Pick<JobRow, "id" | "status" | "due_at" | "scheduled_for" | "version" | "calls" | "tries" | "epoch" | "lease_generation"
+  | "cancel_requested" | "catchup" | "schema_version" | "replays" | "dead_streak" | "replay" | "slot" | "created_at" | "updated_at">;
+
+/** The row as inserted: what the caller gave, what the database decided, and nulls for the state a new job does not have yet. */
+function insertedRow(j: NewJob, d: InsertedColumns): JobRow {
+  return {
+    ...d,
+    tenant: j.tenant,
+    priority: j.priority,
+    idempotency_key: j.idempotency_key,
+    request_hash: j.request_hash,
+    schedule_id: j.schedule_id,
+    nominal_time: j.nominal_time,
+    target: j.target,
+    max_attempts: j.max_attempts,
+    // bigint columns read back as strings on both drivers.
+    backoff_base_ms: String(j.backoff_base_ms),
+    backoff_max_ms: String(j.backoff_max_ms),
+    timeout_ms: String(j.timeout_ms),
+    expires_at: j.expires_at,
+    window_ms: String(j.window_ms),
+    async: j.async,
+    start_by: j.start_by ?? null,
+    catchup_after: j.catchup_after ?? null,
+    host_limits: j.host_limits ?? null,
+    throttle_until: null,
+    queued_at: null,
+    lease_owner: null,
+    lease_until: null,
+    last_error: null,
+    dead_reason: null,
+    lease_key: null,
+    checkpoint: null,
+    deadline_at: null,
+    dead_signature: null,
+    finished_at: null,
+  };
 }
 
 export async function getJob(db: Queryable, id: string, tenant: string | null): Promise<JobRow | undefined> {

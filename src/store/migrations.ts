@@ -15,6 +15,7 @@ import m009 from "../../sql/migrations/009_dlq.sql" with { type: "text" };
 import m014 from "../../sql/migrations/014_late_outcome.sql" with { type: "text" };
 import m015 from "../../sql/migrations/015_fencing_terms.sql" with { type: "text" };
 import m016 from "../../sql/migrations/016_delivery_path_indexes.sql" with { type: "text" };
+import m019 from "../../sql/migrations/019_capture_inserts_per_statement.sql" with { type: "text" };
 import m022 from "../../sql/migrations/022_signing_keys.sql" with { type: "text" };
 import m024 from "../../sql/migrations/024_verify_before_retry.sql" with { type: "text" };
 
@@ -37,6 +38,7 @@ export const MIGRATIONS: Migration[] = [
   { version: 14, name: "014_late_outcome", sql: m014 },
   { version: 15, name: "015_fencing_terms", sql: m015 },
   { version: 16, name: "016_delivery_path_indexes", sql: m016 },
+  { version: 19, name: "019_capture_inserts_per_statement", sql: m019 },
   { version: 22, name: "022_signing_keys", sql: m022 },
   { version: 24, name: "024_verify_before_retry", sql: m024 },
 ];

@@ -33,15 +33,16 @@ export function externalize(t: Target, inlineMax: number): { target: Target; pay
   return { target: { ...t, body: null, body_ref: payload.ref, body_size: payload.bytes.length }, payload };
 }
 
-/** Stores payloads in the caller's transaction, alongside the rows that reference them. */
+/** Stores payloads in the caller's transaction, alongside the rows that reference them: one statement. */
 export async function storePayloads(q: Queryable, payloads: Payload[]): Promise<void> {
-  const seen = new Set<string>();
-  for (const p of payloads) {
-    if (seen.has(p.ref)) continue;
-    seen.add(p.ref);
-    // A Buffer: both drivers send it as bytea.
-    await q.query(sql("StorePayload"), [p.ref, p.bytes.length, Buffer.from(p.bytes.buffer, p.bytes.byteOffset, p.bytes.byteLength)]);
-  }
+  const byRef = new Map(payloads.map((p) => [p.ref, p]));
+  if (byRef.size === 0) return;
+  const list = [...byRef.values()].sort((a, b) => (a.ref < b.ref ? -1 : 1));
+  await q.query(sql("StorePayloads"), [
+    list.map((p) => p.ref),
+    list.map((p) => p.bytes.length),
+    list.map((p) => Buffer.from(p.bytes.buffer, p.bytes.byteOffset, p.bytes.byteLength).toString("hex")),
+  ]);
 }
 
 /** The body text of a stored payload; undefined when it is not there. */

@@ -3,10 +3,13 @@ import { mkdirSync } from "node:fs";
 import type { Db, Queryable, Tx } from "./db.ts";
 import { acquireDirLock } from "./dir-lock.ts";
 import { loadPgliteAssets } from "./pglite-assets.ts";
+import { needsInit, seedDataDir, unseed } from "./pglite-seed.ts";
 
 export interface PgliteDriverOptions {
   /** Directory of the data files; omitted → in memory (tests only). */
   dataDir?: string;
+  /** Told when the bundled seed could not be resumed and initdb runs instead (slower, ~1 GB peak). */
+  onSeedFailed?: (err: unknown) => void;
 }
 
 /**
@@ -22,14 +25,26 @@ export async function openPglite(opts: PgliteDriverOptions): Promise<Db> {
     unlock = acquireDirLock(opts.dataDir);
   }
   const assets = await loadPgliteAssets();
+  const create = () => PGlite.create({
+    dataDir: opts.dataDir,
+    ...assets,
+    // int8 as string, like postgres.js, so row mappers behave the same on both drivers.
+    parsers: { [types.INT8]: (v: string) => v },
+  });
   let pg: PGlite;
   try {
-    pg = await PGlite.create({
-      dataDir: opts.dataDir,
-      ...assets,
-      // int8 as string, like postgres.js, so row mappers behave the same on both drivers.
-      parsers: { [types.INT8]: (v: string) => v },
-    });
+    // A fresh directory is unpacked from the seed rather than made by initdb (pglite-seed.ts).
+    const seeded = opts.dataDir !== undefined && needsInit(opts.dataDir);
+    if (seeded) await seedDataDir(opts.dataDir!);
+    try {
+      pg = await create();
+    } catch (err) {
+      if (!seeded) throw err;
+      // A seed this PGlite cannot resume (made by another version): its own initdb instead.
+      opts.onSeedFailed?.(err);
+      unseed(opts.dataDir!, ["scheduler.lock"]);
+      pg = await create();
+    }
   } catch (err) {
     unlock?.();
     throw err;

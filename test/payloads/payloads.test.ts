@@ -91,6 +91,30 @@ for (const driver of DRIVERS) {
       expect(listed.target.body_size).toBe(jsonBytes.length);
     }, 60_000);
 
+    test("a batch with large bodies, one of them twice: each body stored once, every job reads its own back", async () => {
+      const one = "α".repeat(40_000) + Math.random(); // 80 kB in UTF-8: over the 64 KiB inline bound
+      const two = "β".repeat(50_000) + Math.random();
+      const r = await api(rt, "POST", "/v1/jobs/batch", { jobs: [
+        { target: { url: `${target.url}/b1`, body_text: one }, delay: "1h" },
+        { target: { url: `${target.url}/b2`, body_text: two }, delay: "1h" },
+        { target: { url: `${target.url}/b3`, body_text: one }, delay: "1h" },
+        { target: { url: `${target.url}/b4`, body: { small: true } }, delay: "1h" },
+      ] });
+      expect(r.status).toBe(200);
+      const [a, b, c, d] = r.body.jobs;
+      const enc = (t: string) => new TextEncoder().encode(t);
+      expect(a.target.body_ref).toBe(sha(enc(one)));
+      expect(c.target.body_ref).toBe(sha(enc(one)));
+      expect(b.target.body_ref).toBe(sha(enc(two)));
+      expect(d.target.body).toEqual({ small: true });
+      const stored = await tdb.db.query<{ hash: string; size: number }>("SELECT hash, size FROM payloads WHERE hash = ANY($1::text[]) ORDER BY size", [[sha(enc(one)), sha(enc(two))]]);
+      expect(stored).toEqual([{ hash: sha(enc(one)), size: enc(one).length }, { hash: sha(enc(two)), size: enc(two).length }]);
+      for (const [job, text] of [[a, one], [b, two], [c, one]] as const) {
+        const got = await api(rt, "GET", `/v1/jobs/${job.id}`);
+        expect(got.body.target.body_text).toBe(text);
+      }
+    });
+
     test("a small body stays inline", async () => {
       const r = await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/small`, body: { a: 1 } }, delay: "1h" });
       expect(r.status).toBe(201);
