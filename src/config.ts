@@ -28,6 +28,11 @@ export interface Config {
   signingKey?: Uint8Array;
   workerConcurrency: number;
   allowPrivateTargets: boolean;
+  /**
+   * DNS servers (ip or ip:port) that resolve target hosts for the private-address check and
+   * the call; absent: the system resolver (getaddrinfo).
+   */
+  dnsServers?: string[];
   logLevel: "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
   maxBodyBytes: number;
   /** target bodies larger than this (bytes) are stored once in `payloads` and referenced by hash. */
@@ -157,6 +162,11 @@ const ENV_SCHEMA = {
   HOME_REGION: v.pipe(v.string(), v.regex(/^[a-z0-9-]{1,32}$/, "must be a region name like iad or local")),
   WORKER_CONCURRENCY: int(1, 10_000),
   SCHEDULER_ALLOW_PRIVATE_TARGETS: bool,
+  SCHEDULER_DNS_SERVERS: v.pipe(
+    v.string(),
+    v.regex(/^\s*[0-9A-Fa-f.:\[\]]+(\s*,\s*[0-9A-Fa-f.:\[\]]+)*\s*$/, "must be a comma-separated list of IP addresses, each with an optional :port, like 10.0.0.2 or 127.0.0.1:5353"),
+    v.transform((s) => s.split(",").map((x) => x.trim())),
+  ),
   LOG_LEVEL: v.picklist(["trace", "debug", "info", "warn", "error", "fatal", "silent"], "must be one of trace, debug, info, warn, error, fatal, silent"),
   SCHEDULER_MAX_BODY_BYTES: size(1024, 1024 ** 3),
   SCHEDULER_PAYLOAD_INLINE_MAX: size(0, 1024 ** 3),
@@ -302,6 +312,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     signingKey,
     workerConcurrency,
     allowPrivateTargets: read(env, "SCHEDULER_ALLOW_PRIVATE_TARGETS") ?? false,
+    dnsServers: read(env, "SCHEDULER_DNS_SERVERS"),
     logLevel: read(env, "LOG_LEVEL") ?? "info",
     maxBodyBytes: read(env, "SCHEDULER_MAX_BODY_BYTES") ?? 10 * 1024 * 1024,
     payloadInlineMax: read(env, "SCHEDULER_PAYLOAD_INLINE_MAX") ?? 64 * 1024,

@@ -20,6 +20,7 @@ import { openDb } from "./store/open.ts";
 import { FaultSwitch, withTestFaults } from "./store/test-faults.ts";
 import type { JobRow } from "./store/types.ts";
 import { Worker } from "./worker/worker.ts";
+import { useDnsServers } from "./worker/target-guard.ts";
 import { DbClock } from "./time/db-clock.ts";
 
 export interface Runtime {
@@ -60,6 +61,9 @@ export interface StartOptions {
 /** Opens the database, migrates, and starts what the mode asks for. */
 export async function startRuntime(config: Config, opts: StartOptions = {}): Promise<Runtime> {
   const owner = `${hostname()}/${process.pid}/${Math.random().toString(36).slice(2, 8)}`;
+  // Process-wide like dns.setServers: the API's creation check and the worker's calls must
+  // resolve target names the same way.
+  useDnsServers(config.dnsServers);
   const log = opts.log ?? createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
   const opened = opts.db ?? (await openDb(config, `scheduler-${config.mode}`));
   const ownsDb = !opts.db;

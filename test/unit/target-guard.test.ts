@@ -79,9 +79,11 @@ describe("assertTargetAllowed", () => {
     const e = await refusal(assertTargetAllowed("http://127.0.0.1:8080/x", { allowPrivate: false, lookup: noLookup }));
     expect(e).toBeInstanceOf(TargetRefusedError);
     expect((e as TargetRefusedError).code).toBe("target_refused");
+    // The address is for the operator's log; the message (seen by the tenant) names none.
     expect(e.message).toBe(
-      "target address 127.0.0.1 is loopback/private; set SCHEDULER_ALLOW_PRIVATE_TARGETS=1 to allow it",
+      "target url points to a private address (loopback, private, link-local or reserved); set SCHEDULER_ALLOW_PRIVATE_TARGETS=1 to allow it",
     );
+    expect((e as TargetRefusedError).address).toBe("127.0.0.1");
     await assertTargetAllowed("https://8.8.8.8/", { allowPrivate: false, lookup: noLookup });
     await assertTargetAllowed("https://[2606:4700::1111]/", { allowPrivate: false, lookup: noLookup });
   });
@@ -111,7 +113,8 @@ describe("assertTargetAllowed", () => {
     };
     const e = await refusal(assertTargetAllowed("https://mixed.example.com/hook", { allowPrivate: false, lookup }));
     expect(e).toBeInstanceOf(TargetRefusedError);
-    expect(e.message).toContain("10.0.0.5");
+    expect(e.message).not.toContain("10.0.0.5");
+    expect((e as TargetRefusedError).address).toBe("10.0.0.5");
   });
 
   test("a name with only public addresses is allowed", async () => {
