@@ -22,6 +22,9 @@ const FORBIDDEN_V4: readonly Cidr[] = [
   [v4(169, 254, 0, 0), 16],
   [v4(172, 16, 0, 0), 12],
   [v4(192, 0, 0, 0), 24],
+  [v4(192, 0, 2, 0), 24], // TEST-NET-1..3: documentation, never a real target
+  [v4(198, 51, 100, 0), 24],
+  [v4(203, 0, 113, 0), 24],
   [v4(192, 168, 0, 0), 16],
   [v4(198, 18, 0, 0), 15],
   [v4(224, 0, 0, 0), 4],
@@ -105,6 +108,11 @@ function v6Forbidden(w: number[]): boolean {
   if (w[0] === 0x64 && w[1] === 0xff9b && (zeros(2, 6) || w[2] === 1)) return v4Forbidden(embeddedV4(w, 6, 7));
   // 6to4 2002:AABB:CCDD::/48 tunnels to the IPv4 address in words 1-2.
   if (w[0] === 0x2002) return v4Forbidden(embeddedV4(w, 1, 2));
+  // Teredo 2001:0::/32 tunnels to an IPv4 server and client of the relay's choosing.
+  if (w[0] === 0x2001 && w[1] === 0) return true;
+  if (w[0] === 0x2001 && w[1] === 0xdb8) return true; // 2001:db8::/32 documentation
+  if (w[0] === 0x0100 && zeros(1, 4)) return true; // 100::/64 discard-only
+  if ((w[0] & 0xffc0) === 0xfec0) return true; // fec0::/10 site-local (deprecated, still routed inside some networks)
   if ((w[0] & 0xfe00) === 0xfc00) return true; // fc00::/7 unique local, incl. AWS metadata fd00:ec2::254
   if ((w[0] & 0xffc0) === 0xfe80) return true; // fe80::/10 link-local
   if ((w[0] & 0xff00) === 0xff00) return true; // ff00::/8 multicast
