@@ -116,6 +116,16 @@ export function requireScope(p: Principal, scope: Scope): void {
 }
 
 /**
+ * Operations that are not of one tenant (region failover, anything across tenants): admin
+ * of every tenant only. A tenant's admin token must not be able to stop every other tenant's
+ * writes.
+ */
+export function requireAllTenants(p: Principal): void {
+  requireScope(p, "admin");
+  if (p.tenant !== "*") throw new ApiError(403, "forbidden", "this operation affects every tenant: it needs an admin token for all tenants (*)");
+}
+
+/**
  * A token's name in the audit log: its tenant and the first 12 hex digits of its SHA-256,
  * which an operator can compute from a token they hold (`printf %s "$TOKEN" | sha256sum`)
  * but which gives away nothing of the token itself.

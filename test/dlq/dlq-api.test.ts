@@ -240,8 +240,8 @@ for (const driver of DRIVERS) {
       expect((await api(rt, "GET", "/v1/dlq?limit=1", undefined, RD)).status).toBe(200);
       expect((await api(rt, "POST", `/v1/dlq/${Bun.randomUUIDv7()}/replay`, { reason: "?" }, ADM)).status).toBe(404);
       // Region failover and back (served in any region).
-      expect((await api(rt, "POST", "/v1/cluster/failover", { to: "b", reason: "drill" }, ROOT)).status).toBe(200);
-      expect((await api(rt, "POST", "/v1/cluster/failover", { to: "iad", reason: "drill over" }, ROOT)).status).toBe(200);
+      expect((await api(rt, "POST", "/v1/cluster/failover", { to: "b", reason: "drill", force: true }, ROOT)).status).toBe(200);
+      expect((await api(rt, "POST", "/v1/cluster/failover", { to: "iad", reason: "drill over", force: true }, ROOT)).status).toBe(200);
 
       const rows = await auditRows(t.db, "id > $1", [mark]);
       const of = (action: string, objectId?: string) => rows.filter((r) => r.action === action && (objectId === undefined || r.object_id === objectId));
