@@ -223,11 +223,26 @@ const ENV_SCHEMA = {
 
 type EnvKey = keyof typeof ENV_SCHEMA;
 
+/** Settings that hold a secret: an error names them and never echoes the secret. */
+const SECRET_KEYS: ReadonlySet<string> = new Set(["UPSTASH_REDIS_REST_TOKEN", "SCHEDULER_TOKENS", "SCHEDULER_SIGNING_SECRET"]);
+const URL_KEYS: ReadonlySet<string> = new Set(["DATABASE_URL", "REDIS_URL", "UPSTASH_REDIS_REST_URL"]);
+
+/** A value as a start-up error may show it: URLs without their password, secrets not at all. */
+export function shown(key: string, raw: string): string {
+  if (SECRET_KEYS.has(key)) return `[${raw.length} characters, not shown]`;
+  if (!URL_KEYS.has(key)) return raw;
+  // Not necessarily a valid URL (that may be the error): cut anything between :// and @.
+  return raw.replace(/^([^:/?#]*:\/\/)([^@/?#]*)@/, (_m, scheme: string, userinfo: string) => {
+    const user = userinfo.split(":")[0];
+    return `${scheme}${userinfo.includes(":") ? `${user}:***` : "***"}@`;
+  }).replace(/([?&](?:password|pass|token|secret)=)[^&#]*/gi, "$1***");
+}
+
 function read<K extends EnvKey>(env: Env, key: K): v.InferOutput<(typeof ENV_SCHEMA)[K]> | undefined {
   const raw = env[key];
   if (raw === undefined || (raw === "" && key !== "SCHEDULER_ALLOW_PRIVATE_TARGETS")) return undefined;
   const r = v.safeParse(ENV_SCHEMA[key], raw);
-  if (!r.success) throw new ConfigError(`${key} ${r.issues[0].message} (got ${JSON.stringify(raw)})`);
+  if (!r.success) throw new ConfigError(`${key} ${r.issues[0].message} (got ${JSON.stringify(shown(key, raw))})`);
   return r.output as v.InferOutput<(typeof ENV_SCHEMA)[K]>;
 }
 

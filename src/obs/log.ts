@@ -1,4 +1,5 @@
 import pino from "pino";
+import { REDACT_PATHS, serializeError } from "./log-redact.ts";
 
 export type Logger = pino.Logger;
 
@@ -9,6 +10,9 @@ export function createLogger(p: { level: string; base?: Record<string, unknown> 
     base: p.base ?? {},
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
+    // Secrets never reach a log line: see log-redact.ts.
+    serializers: { err: serializeError, error: serializeError, cause: serializeError },
+    redact: { paths: REDACT_PATHS, censor: "[redacted]" },
   });
 }
 
