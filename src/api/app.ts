@@ -5,7 +5,8 @@ import type { Db } from "../store/db.ts";
 import { isMigrated } from "../store/migrate.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
-import { authenticate, type AppEnv } from "./auth.ts";
+import { authenticate, seesAllTenants, type AppEnv } from "./auth.ts";
+import { withoutTenantSeries } from "../obs/metrics-view.ts";
 import { AuthFailureLimiter } from "./auth-limiter.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
@@ -56,9 +57,12 @@ export function createApp(deps: AppDeps) {
     const migrated = await isMigrated(db);
     return c.json({ ok: migrated, database: migrated ? "ready" : "unreachable or not migrated" }, migrated ? 200 : 503);
   });
+  const limiter = new AuthFailureLimiter(config.authFailures);
+  const operator = seesAllTenants({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader });
   app.get("/metrics", async (c) => {
     c.header("content-type", metrics.registry.contentType);
-    return c.body(await metrics.registry.metrics());
+    const text = await metrics.registry.metrics();
+    return c.body(operator(c) ? text : withoutTenantSeries(text));
   });
 
   if (deps.serveApi) {
@@ -72,7 +76,6 @@ export function createApp(deps: AppDeps) {
         onError: (c) => errorResponse(c, new ApiError(413, "payload_too_large", `request bodies may be at most ${config.maxBodyBytes} bytes (SCHEDULER_MAX_BODY_BYTES)`)),
       }),
     );
-    const limiter = new AuthFailureLimiter(config.authFailures);
     const auth = authenticate({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, metrics });
     // An async job's target is not an API user: its lease token (checked by the route) is
     // its credential. The home-region check below still applies: these are writes.

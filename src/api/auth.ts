@@ -109,6 +109,25 @@ export function authenticate(o: AuthOptions): MiddlewareHandler<AppEnv> {
   };
 }
 
+/**
+ * For routes outside /v1 that answer everyone but show more to an operator (/metrics): true
+ * for a valid token of all tenants, or, with no tokens configured, a loopback client. A
+ * wrong token counts as a failed attempt (no guessing tokens through this door).
+ */
+export function seesAllTenants(o: AuthOptions): (c: Parameters<MiddlewareHandler<AppEnv>>[0]) => boolean {
+  const grants: Grant[] = o.tokens.map((grant) => ({ grant, digest: digest(grant.token), actor: tokenActor(grant) }));
+  return (c) => {
+    if (grants.length === 0) return isLoopback(c.env?.server?.requestIP(c.req.raw)?.address);
+    const m = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "");
+    if (!m) return false;
+    const client = o.limiter?.enabled ? clientOf(c, o.clientIpHeader) : "";
+    if (o.limiter?.enabled && o.limiter.blockedFor(client) > 0) return false;
+    const found = matchToken(grants, m[1].trim());
+    if (!found) o.limiter?.fail(client);
+    return found?.grant.tenant === "*";
+  };
+}
+
 export function requireScope(p: Principal, scope: Scope): void {
   if (scope !== "admin" && p.scopes.has(scope)) return;
   if (!p.scopes.has("admin")) throw new ApiError(403, "forbidden", `this token lacks the ${scope} scope`);
