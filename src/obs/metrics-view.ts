@@ -7,19 +7,20 @@
 export function withoutTenantSeries(text: string): string {
   const lines = text.split("\n");
   const kept: string[] = [];
-  const samplesOf = new Map<string, number>();
+  const withSamples = new Set<string>();
+  const dropped = new Set<string>();
   const family = (l: string) => /^# (?:HELP|TYPE) (\S+)/.exec(l)?.[1];
   for (const l of lines) {
     if (l.startsWith("#") || l === "") continue;
-    if (/[{,]tenant="/.test(l)) continue;
     const name = /^[A-Za-z_:][A-Za-z0-9_:]*/.exec(l)?.[0] ?? "";
-    samplesOf.set(name, (samplesOf.get(name) ?? 0) + 1);
+    (/[{,]tenant="/.test(l) ? dropped : withSamples).add(name);
   }
-  const hasSamples = (f: string) => [...samplesOf.keys()].some((n) => n === f || n.startsWith(`${f}_`));
+  const of = (names: Set<string>, f: string) => [...names].some((n) => n === f || n.startsWith(`${f}_`));
   for (const l of lines) {
     const f = family(l);
+    // A family whose every sample was a tenant's goes whole; an empty one stays as it was.
     if (f !== undefined) {
-      if (hasSamples(f)) kept.push(l);
+      if (!of(dropped, f) || of(withSamples, f)) kept.push(l);
       continue;
     }
     if (/[{,]tenant="/.test(l)) continue;
