@@ -7,6 +7,7 @@ import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { authenticate, seesAllTenants, type AppEnv } from "./auth.ts";
 import { withoutTenantSeries } from "../obs/metrics-view.ts";
+import { assertStorableUrl } from "./input-guard.ts";
 import { AuthFailureLimiter } from "./auth-limiter.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
@@ -76,6 +77,11 @@ export function createApp(deps: AppDeps) {
         onError: (c) => errorResponse(c, new ApiError(413, "payload_too_large", `request bodies may be at most ${config.maxBodyBytes} bytes (SCHEDULER_MAX_BODY_BYTES)`)),
       }),
     );
+    // A NUL in a query parameter or the path would reach SQL as text: refused up front.
+    app.use("/v1/*", async (c, next) => {
+      assertStorableUrl(c.req.url);
+      return next();
+    });
     const auth = authenticate({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, metrics });
     // An async job's target is not an API user: its lease token (checked by the route) is
     // its credential. The home-region check below still applies: these are writes.

@@ -1,16 +1,24 @@
 import type { Context } from "hono";
 import * as v from "valibot";
 import { badRequest } from "./errors.ts";
+import { assertStorable, jsonTooDeep, MAX_JSON_DEPTH } from "./input-guard.ts";
 
-/** The JSON body; an empty body is an empty object (for POSTs like /cancel). */
+/**
+ * The JSON body; an empty body is an empty object (for POSTs like /cancel). Refused before
+ * any schema: nesting deeper than MAX_JSON_DEPTH, and strings the database cannot store.
+ */
 export async function readJson(c: Context): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim() === "") return {};
+  if (jsonTooDeep(text)) throw badRequest(`the request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`, "body");
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
-    throw badRequest("the request body is not valid JSON");
+    throw badRequest("the request body is not valid JSON", "body");
   }
+  assertStorable(value);
+  return value;
 }
 
 export function queryInt(field: string, raw: string | undefined, min: number, max: number, dflt: number): number {
