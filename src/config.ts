@@ -5,6 +5,7 @@ import { parseDuration } from "./time/duration.ts";
 import { decodeSigningSecret } from "./worker/signature.ts";
 import { parseTokens, type TokenGrant } from "./api/tokens.ts";
 import { parseByteSize } from "./byte-size.ts";
+import { TrustedProxies } from "./api/trusted-proxies.ts";
 import { parseTestFaults, type TestFault } from "./store/test-faults.ts";
 
 export type Mode = "all" | "api" | "dispatcher" | "worker";
@@ -56,7 +57,7 @@ export interface Config {
    * windowMs, that client gets 429 for blockMs. At most maxClients are tracked. The client is
    * the peer address, or the first address in clientIpHeader when set (behind a proxy).
    */
-  authFailures: { maxFailures: number; windowMs: number; blockMs: number; maxClients: number; clientIpHeader?: string };
+  authFailures: { maxFailures: number; windowMs: number; blockMs: number; maxClients: number; clientIpHeader?: string; trustedProxies: string[] };
   dispatchBatch: number;
   /** How long a worker's claim lasts without renewal. */
   leaseTtlMs: number;
@@ -183,6 +184,18 @@ const ENV_SCHEMA = {
   SCHEDULER_AUTH_BLOCK: duration(1000),
   SCHEDULER_AUTH_TRACKED_CLIENTS: int(1, 10_000_000),
   SCHEDULER_CLIENT_IP_HEADER: v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]{1,64}$/, "must be a header name like fly-client-ip or x-forwarded-for")),
+  SCHEDULER_TRUSTED_PROXIES: v.pipe(
+    v.string(),
+    v.transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean)),
+    v.check((list) => {
+      try {
+        new TrustedProxies(list);
+        return list.length > 0;
+      } catch {
+        return false;
+      }
+    }, "must be a comma-separated list of IP addresses or CIDRs, like 172.16.0.0/12,fdaa::/16"),
+  ),
   SCHEDULER_DISPATCH_BATCH: int(1, 10_000),
   SCHEDULER_LEASE_TTL: duration(1000),
   SCHEDULER_LEADER_TTL: duration(1000),
@@ -231,11 +244,18 @@ const URL_KEYS: ReadonlySet<string> = new Set(["DATABASE_URL", "REDIS_URL", "UPS
 export function shown(key: string, raw: string): string {
   if (SECRET_KEYS.has(key)) return `[${raw.length} characters, not shown]`;
   if (!URL_KEYS.has(key)) return raw;
-  // Not necessarily a valid URL (that may be the error): cut anything between :// and @.
-  return raw.replace(/^([^:/?#]*:\/\/)([^@/?#]*)@/, (_m, scheme: string, userinfo: string) => {
-    const user = userinfo.split(":")[0];
-    return `${scheme}${userinfo.includes(":") ? `${user}:***` : "***"}@`;
-  }).replace(/([?&](?:password|pass|token|secret)=)[^&#]*/gi, "$1***");
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    // Not a URL (that may be the error): anything with an @ may hold credentials.
+    return raw.includes("@") ? `[${raw.length} characters, not shown]` : raw;
+  }
+  // An @ that is not before the host ("user:pass@" in the wrong place) may still be a secret.
+  if (u.username === "" && u.password === "" && raw.includes("@")) return `[${raw.length} characters, not shown]`;
+  if (u.password !== "") u.password = "***";
+  for (const k of [...u.searchParams.keys()]) if (/pass|token|secret|key/i.test(k)) u.searchParams.set(k, "***");
+  return u.href;
 }
 
 function read<K extends EnvKey>(env: Env, key: K): v.InferOutput<(typeof ENV_SCHEMA)[K]> | undefined {
@@ -273,6 +293,9 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     } catch (err) {
       throw new ConfigError(`SCHEDULER_TOKENS ${(err as Error).message}`);
     }
+    // A short token can be guessed, auth limit or not.
+    const short = tokens.findIndex((t) => t.token.length < MIN_TOKEN_CHARS);
+    if (short >= 0) throw new ConfigError(`SCHEDULER_TOKENS entry ${short + 1}: a token must be at least ${MIN_TOKEN_CHARS} characters (make one with: openssl rand -hex 24)`);
   }
   let signingKey: Uint8Array | undefined;
   if (env.SCHEDULER_SIGNING_SECRET) {
@@ -280,6 +303,9 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       signingKey = decodeSigningSecret(env.SCHEDULER_SIGNING_SECRET);
     } catch (err) {
       throw new ConfigError(`SCHEDULER_SIGNING_SECRET ${(err as Error).message}`);
+    }
+    if (signingKey.length < MIN_SIGNING_KEY_BYTES) {
+      throw new ConfigError(`SCHEDULER_SIGNING_SECRET must hold at least ${MIN_SIGNING_KEY_BYTES} bytes of key after whsec_ (it holds ${signingKey.length}); make one with: echo "whsec_$(openssl rand -base64 32)"`);
     }
   }
   const leaseTtlMs = read(env, "SCHEDULER_LEASE_TTL") ?? 30_000;
@@ -310,6 +336,11 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
   const reservedSlots = read(env, "SCHEDULER_RESERVED_SLOTS");
   if (reservedSlots && (reservedSlots.slots < 1 || reservedSlots.slots >= workerConcurrency)) {
     throw new ConfigError(`SCHEDULER_RESERVED_SLOTS must reserve at least 1 and fewer than WORKER_CONCURRENCY (${workerConcurrency}) slots (got ${JSON.stringify(env.SCHEDULER_RESERVED_SLOTS)})`);
+  }
+  const clientIpHeader = read(env, "SCHEDULER_CLIENT_IP_HEADER")?.toLowerCase();
+  const trustedProxies = read(env, "SCHEDULER_TRUSTED_PROXIES") ?? [];
+  if (clientIpHeader && trustedProxies.length === 0) {
+    throw new ConfigError("SCHEDULER_CLIENT_IP_HEADER needs SCHEDULER_TRUSTED_PROXIES (the addresses of the proxies that set it): from anyone else the header is a name the client picks");
   }
   return {
     mode: mode as Mode,
@@ -346,7 +377,8 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       windowMs: read(env, "SCHEDULER_AUTH_FAILURE_WINDOW") ?? 60_000,
       blockMs: read(env, "SCHEDULER_AUTH_BLOCK") ?? 300_000,
       maxClients: read(env, "SCHEDULER_AUTH_TRACKED_CLIENTS") ?? 10_000,
-      clientIpHeader: read(env, "SCHEDULER_CLIENT_IP_HEADER")?.toLowerCase(),
+      clientIpHeader,
+      trustedProxies,
     },
     dispatchBatch: read(env, "SCHEDULER_DISPATCH_BATCH") ?? 500,
     leaseTtlMs,
@@ -391,6 +423,8 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
 }
 
 const DAY = 86_400_000;
+export const MIN_TOKEN_CHARS = 32;
+export const MIN_SIGNING_KEY_BYTES = 24;
 /** undefined (not set) → the default; null ("off") → keep for ever. */
 const keep = (v: number | null | undefined, dflt: number | null): number | null => (v === undefined ? dflt : v);
 

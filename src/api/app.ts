@@ -8,6 +8,7 @@ import type { Metrics } from "../obs/metrics.ts";
 import { authenticate, seesAllTenants, type AppEnv } from "./auth.ts";
 import { withoutTenantSeries } from "../obs/metrics-view.ts";
 import { assertStorableUrl } from "./input-guard.ts";
+import { TrustedProxies } from "./trusted-proxies.ts";
 import { AuthFailureLimiter } from "./auth-limiter.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
@@ -59,7 +60,8 @@ export function createApp(deps: AppDeps) {
     return c.json({ ok: migrated, database: migrated ? "ready" : "unreachable or not migrated" }, migrated ? 200 : 503);
   });
   const limiter = new AuthFailureLimiter(config.authFailures);
-  const operator = seesAllTenants({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader });
+  const trustedProxies = new TrustedProxies(config.authFailures.trustedProxies);
+  const operator = seesAllTenants({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, trustedProxies });
   app.get("/metrics", async (c) => {
     c.header("content-type", metrics.registry.contentType);
     const text = await metrics.registry.metrics();
@@ -82,7 +84,7 @@ export function createApp(deps: AppDeps) {
       assertStorableUrl(c.req.url);
       return next();
     });
-    const auth = authenticate({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, metrics });
+    const auth = authenticate({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, trustedProxies, metrics });
     // An async job's target is not an API user: its lease token (checked by the route) is
     // its credential. The home-region check below still applies: these are writes.
     app.use("/v1/*", (c, next) => (LEASE_ROUTE.test(c.req.path) ? next() : auth(c, next)));
