@@ -156,7 +156,8 @@ export function parseOrThrow<S extends v.GenericSchema>(schema: S, data: unknown
       : objectIssue
         ? `${path || "body"} must be a JSON object`
         : `${path || "body"} ${/^Invalid (type|key): /.test(issue.message) ? `must be ${issue.expected}` : issue.message}`;
-  throw badRequest(message, path || undefined);
+  // Every 400 names where: the whole body when no field is at fault.
+  throw badRequest(message, path || "body");
 }
 
 /** `prefix` is where the job sits in the request ("jobs.3" in a batch), for the error path. */
