@@ -187,7 +187,9 @@ async function startServer(driver: (typeof DRIVERS)[number], dns: TestDns): Prom
       dbEnv = { SCHEDULER_DATA_DIR: dir };
       cleanup = async () => rmSync(dir, { recursive: true, force: true });
     }
-    const proc: Proc = await spawnScheduler(["--mode=api"], { ...env, ...dbEnv });
+    // PGlite's first start in a data directory is slow on a loaded machine: wait longer than the helper does.
+    const proc: Proc = await spawnScheduler(["--mode=api"], { ...env, ...dbEnv }, { waitReady: false });
+    await proc.waitForLog((l) => l.msg === "scheduler started", 180_000);
     return {
       url: proc.url,
       logText: () => proc.logs().map((l) => JSON.stringify(l)).join("\n") + proc.stderr(),
@@ -252,7 +254,7 @@ for (const driver of DRIVERS) {
       server = await startServer(driver, dns);
       await seed();
       console.log(`fuzz ${driver}: server ready in ${Date.now() - t0} ms`);
-    }, 60_000);
+    }, 300_000);
     afterAll(async () => {
       await server?.stop();
       dns?.stop();
