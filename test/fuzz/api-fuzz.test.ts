@@ -63,13 +63,21 @@ const mutation: fc.Arbitrary<Mutation> = fc.oneof(
 );
 const fuzzCase = fc.record({ route: fc.nat(ROUTES.length - 1), mutations: fc.array(mutation, { minLength: 1, maxLength: 3 }) });
 
-/** Paths to every value of a JSON body (objects and arrays), the root first. */
-function paths(v: unknown, at: (string | number)[] = []): (string | number)[][] {
-  const out: (string | number)[][] = [at];
-  if (Array.isArray(v)) v.forEach((x, i) => out.push(...paths(x, [...at, i])));
-  else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) out.push(...paths(x, [...at, k]));
+/**
+ * Paths to the values of a JSON body (objects and arrays), the root first; not below depth 8
+ * (a value set earlier may nest 5000 deep) nor past 200 paths (a 20 000-element array).
+ */
+function paths(v: unknown, at: (string | number)[] = [], out: (string | number)[][] = []): (string | number)[][] {
+  if (out.length >= 200) return out;
+  out.push(at);
+  if (at.length >= 8) return out;
+  if (Array.isArray(v)) v.forEach((x, i) => paths(x, [...at, i], out));
+  else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) paths(x, [...at, k], out);
   return out;
 }
+
+/** Generated values can be shared between cases (constantFrom): each case mutates its own copy. */
+const copy = (x: unknown): unknown => (x !== null && typeof x === "object" ? structuredClone(x) : x);
 
 function setAt(root: unknown, path: (string | number)[], value: unknown, remove = false): unknown {
   if (path.length === 0) return remove ? undefined : value;
@@ -107,7 +115,7 @@ function build(rc: RouteCase, ids: Ids, muts: Mutation[]): Built {
       if (body === undefined) body = {};
       const ps = paths(body);
       const p = ps[m.pick % ps.length]!;
-      if (m.kind === "set") body = setAt(body, p, m.value);
+      if (m.kind === "set") body = setAt(body, p, copy(m.value));
       else if (m.kind === "delete") body = setAt(body, p, undefined, true);
       else {
         const containers = ps.filter((q) => {
@@ -115,12 +123,12 @@ function build(rc: RouteCase, ids: Ids, muts: Mutation[]): Built {
           for (const k of q) x = (x as Record<string | number, unknown>)[k];
           return x !== null && typeof x === "object" && !Array.isArray(x);
         });
-        if (containers.length > 0) body = setAt(body, [...containers[m.pick % containers.length]!, m.key], m.value);
+        if (containers.length > 0) body = setAt(body, [...containers[m.pick % containers.length]!, m.key], copy(m.value));
       }
     } else if (m.kind === "headers") {
       const b = body as { target?: { headers?: unknown }; jobs?: { target?: { headers?: unknown } }[] } | undefined;
       const t = b?.target ?? b?.jobs?.[0]?.target;
-      if (t && typeof t === "object") t.headers = m.headers;
+      if (t && typeof t === "object") t.headers = copy(m.headers);
     } else if (m.kind === "raw") raw = m.text;
     else if (m.kind === "query") query.set(m.key, m.value);
     else if (m.kind === "id") id = encodeSegment(m.value);
