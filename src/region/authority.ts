@@ -74,7 +74,7 @@ export class RegionAuthority extends PeriodicLoop<void> {
       () => this.poke(),
     );
     await this.refresh();
-    if (this.o.acts) await this.markPresence();
+    if (this.o.acts) await this.markPresence().catch((err) => this.o.log.warn({ err }, "marking this dispatcher's presence in its region failed; retrying next round"));
     this.start();
   }
 
@@ -92,7 +92,15 @@ export class RegionAuthority extends PeriodicLoop<void> {
   async runOnce(): Promise<void> {
     const row = await this.refresh();
     if (!row || !this.o.acts) return;
-    await this.markPresence();
+    try {
+      await this.act(row);
+    } finally {
+      // After the renewal, and never in its way: presence only gates a manual failover.
+      await this.markPresence().catch((err) => this.o.log.warn({ err }, "marking this dispatcher's presence in its region failed; retrying next round"));
+    }
+  }
+
+  private async act(row: AuthorityRow): Promise<void> {
     if (row.homeRegion === this.o.region) {
       if (this.o.isLeader?.()) {
         const until = await renewAuthority(this.o.db, { region: this.o.region, generation: row.generation, holder: this.o.owner, ttlMs: this.o.ttlMs });
