@@ -1,5 +1,5 @@
 import { isIP } from "node:net";
-import { checkTargetAddresses, TargetRefusedError } from "./target-guard.ts";
+import { checkTargetAddresses, checkTargetUrlSyntax, TargetRefusedError } from "./target-guard.ts";
 
 /**
  * How to call a target so that the connection goes to an address that was checked: the URL
@@ -22,7 +22,9 @@ const pins = new Map<string, { until: number; address?: string; refused?: Target
 /** The call's URL and pinning for a target; throws as checkTargetAddresses does. */
 export async function pinTarget(url: string, allowPrivate: boolean): Promise<PinnedCall> {
   if (allowPrivate) {
-    await checkTargetAddresses(url, { allowPrivate });
+    // Nothing to resolve or pin: one URL parse, no extra await on the hot path.
+    const syntax = checkTargetUrlSyntax(url);
+    if (syntax !== null) throw new TargetRefusedError(syntax);
     return { url };
   }
   const u = new URL(url);
