@@ -5,6 +5,7 @@ import { parseDuration } from "./time/duration.ts";
 import { decodeSigningSecret } from "./worker/signature.ts";
 import { parseTokens, type TokenGrant } from "./api/tokens.ts";
 import { parseByteSize } from "./byte-size.ts";
+import { TrustedProxies } from "./api/trusted-proxies.ts";
 import { parseTestFaults, type TestFault } from "./store/test-faults.ts";
 
 export type Mode = "all" | "api" | "dispatcher" | "worker";
@@ -45,6 +46,11 @@ export interface Config {
   /** Claimed jobs a worker may hold ready beyond its calls in flight, at most. */
   workerPrefetch: number;
   allowPrivateTargets: boolean;
+  /**
+   * DNS servers (ip or ip:port) that resolve target hosts for the private-address check and
+   * the call; absent: the system resolver (getaddrinfo).
+   */
+  dnsServers?: string[];
   logLevel: "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
   /** auto: one readable line per event when stdout is a terminal, JSON lines otherwise. */
   logFormat: "auto" | "json" | "pretty";
@@ -70,7 +76,7 @@ export interface Config {
    * windowMs, that client gets 429 for blockMs. At most maxClients are tracked. The client is
    * the peer address, or the first address in clientIpHeader when set (behind a proxy).
    */
-  authFailures: { maxFailures: number; windowMs: number; blockMs: number; maxClients: number; clientIpHeader?: string };
+  authFailures: { maxFailures: number; windowMs: number; blockMs: number; maxClients: number; clientIpHeader?: string; trustedProxies: string[] };
   dispatchBatch: number;
   /** How long a worker's claim lasts without renewal. */
   leaseTtlMs: number;
@@ -177,6 +183,11 @@ const ENV_SCHEMA = {
   WORKER_CONCURRENCY: int(1, 10_000),
   WORKER_PREFETCH: int(0, 100_000),
   SCHEDULER_ALLOW_PRIVATE_TARGETS: bool,
+  SCHEDULER_DNS_SERVERS: v.pipe(
+    v.string(),
+    v.regex(/^\s*[0-9A-Fa-f.:\[\]]+(\s*,\s*[0-9A-Fa-f.:\[\]]+)*\s*$/, "must be a comma-separated list of IP addresses, each with an optional :port, like 10.0.0.2 or 127.0.0.1:5353"),
+    v.transform((s) => s.split(",").map((x) => x.trim())),
+  ),
   LOG_LEVEL: v.picklist(["trace", "debug", "info", "warn", "error", "fatal", "silent"], "must be one of trace, debug, info, warn, error, fatal, silent"),
   LOG_FORMAT: v.picklist(["auto", "json", "pretty"], "must be one of auto, json, pretty"),
   SCHEDULER_MAX_BODY_BYTES: size(1024, 1024 ** 3),
@@ -194,6 +205,18 @@ const ENV_SCHEMA = {
   SCHEDULER_AUTH_BLOCK: duration(1000),
   SCHEDULER_AUTH_TRACKED_CLIENTS: int(1, 10_000_000),
   SCHEDULER_CLIENT_IP_HEADER: v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]{1,64}$/, "must be a header name like fly-client-ip or x-forwarded-for")),
+  SCHEDULER_TRUSTED_PROXIES: v.pipe(
+    v.string(),
+    v.transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean)),
+    v.check((list) => {
+      try {
+        new TrustedProxies(list);
+        return list.length > 0;
+      } catch {
+        return false;
+      }
+    }, "must be a comma-separated list of IP addresses or CIDRs, like 172.16.0.0/12,fdaa::/16"),
+  ),
   SCHEDULER_DISPATCH_BATCH: int(1, 10_000),
   SCHEDULER_LEASE_TTL: duration(1000),
   SCHEDULER_LEADER_TTL: duration(1000),
@@ -238,11 +261,33 @@ const ENV_SCHEMA = {
 
 type EnvKey = keyof typeof ENV_SCHEMA;
 
+/** Settings that hold a secret: an error names them and never echoes the secret. */
+const SECRET_KEYS: ReadonlySet<string> = new Set(["UPSTASH_REDIS_REST_TOKEN", "SCHEDULER_TOKENS", "SCHEDULER_SIGNING_SECRET"]);
+const URL_KEYS: ReadonlySet<string> = new Set(["DATABASE_URL", "REDIS_URL", "UPSTASH_REDIS_REST_URL"]);
+
+/** A value as a start-up error may show it: URLs without their password, secrets not at all. */
+export function shown(key: string, raw: string): string {
+  if (SECRET_KEYS.has(key)) return `[${raw.length} characters, not shown]`;
+  if (!URL_KEYS.has(key)) return raw;
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    // Not a URL (that may be the error): anything with an @ may hold credentials.
+    return raw.includes("@") ? `[${raw.length} characters, not shown]` : raw;
+  }
+  // An @ that is not before the host ("user:pass@" in the wrong place) may still be a secret.
+  if (u.username === "" && u.password === "" && raw.includes("@")) return `[${raw.length} characters, not shown]`;
+  if (u.password !== "") u.password = "***";
+  for (const k of [...u.searchParams.keys()]) if (/pass|token|secret|key/i.test(k)) u.searchParams.set(k, "***");
+  return u.href;
+}
+
 function read<K extends EnvKey>(env: Env, key: K): v.InferOutput<(typeof ENV_SCHEMA)[K]> | undefined {
   const raw = env[key];
   if (raw === undefined || (raw === "" && key !== "SCHEDULER_ALLOW_PRIVATE_TARGETS")) return undefined;
   const r = v.safeParse(ENV_SCHEMA[key], raw);
-  if (!r.success) throw new ConfigError(`${key} ${r.issues[0].message} (got ${JSON.stringify(raw)})`);
+  if (!r.success) throw new ConfigError(`${key} ${r.issues[0].message} (got ${JSON.stringify(shown(key, raw))})`);
   return r.output as v.InferOutput<(typeof ENV_SCHEMA)[K]>;
 }
 
@@ -273,6 +318,9 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     } catch (err) {
       throw new ConfigError(`SCHEDULER_TOKENS ${(err as Error).message}`);
     }
+    // A short token can be guessed, auth limit or not.
+    const short = tokens.findIndex((t) => t.token.length < MIN_TOKEN_CHARS);
+    if (short >= 0) throw new ConfigError(`SCHEDULER_TOKENS entry ${short + 1}: a token must be at least ${MIN_TOKEN_CHARS} characters (make one with: openssl rand -hex 24)`);
   }
   let signingKey: Uint8Array | undefined;
   if (env.SCHEDULER_SIGNING_SECRET) {
@@ -280,6 +328,9 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       signingKey = decodeSigningSecret(env.SCHEDULER_SIGNING_SECRET);
     } catch (err) {
       throw new ConfigError(`SCHEDULER_SIGNING_SECRET ${(err as Error).message}`);
+    }
+    if (signingKey.length < MIN_SIGNING_KEY_BYTES) {
+      throw new ConfigError(`SCHEDULER_SIGNING_SECRET must hold at least ${MIN_SIGNING_KEY_BYTES} bytes of key after whsec_ (it holds ${signingKey.length}); make one with: echo "whsec_$(openssl rand -base64 32)"`);
     }
   }
   const leaseTtlMs = read(env, "SCHEDULER_LEASE_TTL") ?? 30_000;
@@ -321,6 +372,11 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
   if (reservedSlots && (reservedSlots.slots < 1 || reservedSlots.slots >= workerConcurrency)) {
     throw new ConfigError(`SCHEDULER_RESERVED_SLOTS must reserve at least 1 and fewer than WORKER_CONCURRENCY (${workerConcurrency}) slots (got ${JSON.stringify(env.SCHEDULER_RESERVED_SLOTS)})`);
   }
+  const clientIpHeader = read(env, "SCHEDULER_CLIENT_IP_HEADER")?.toLowerCase();
+  const trustedProxies = read(env, "SCHEDULER_TRUSTED_PROXIES") ?? [];
+  if (clientIpHeader && trustedProxies.length === 0) {
+    throw new ConfigError("SCHEDULER_CLIENT_IP_HEADER needs SCHEDULER_TRUSTED_PROXIES (the addresses of the proxies that set it): from anyone else the header is a name the client picks");
+  }
   return {
     mode: mode as Mode,
     port,
@@ -339,6 +395,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
     workerConcurrency,
     workerPrefetch: read(env, "WORKER_PREFETCH") ?? 512,
     allowPrivateTargets: read(env, "SCHEDULER_ALLOW_PRIVATE_TARGETS") ?? false,
+    dnsServers: read(env, "SCHEDULER_DNS_SERVERS"),
     logLevel: read(env, "LOG_LEVEL") ?? "info",
     logFormat: read(env, "LOG_FORMAT") ?? "auto",
     maxBodyBytes: read(env, "SCHEDULER_MAX_BODY_BYTES") ?? 10 * 1024 * 1024,
@@ -358,7 +415,8 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       windowMs: read(env, "SCHEDULER_AUTH_FAILURE_WINDOW") ?? 60_000,
       blockMs: read(env, "SCHEDULER_AUTH_BLOCK") ?? 300_000,
       maxClients: read(env, "SCHEDULER_AUTH_TRACKED_CLIENTS") ?? 10_000,
-      clientIpHeader: read(env, "SCHEDULER_CLIENT_IP_HEADER")?.toLowerCase(),
+      clientIpHeader,
+      trustedProxies,
     },
     dispatchBatch: read(env, "SCHEDULER_DISPATCH_BATCH") ?? 500,
     leaseTtlMs,
@@ -408,6 +466,8 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
 }
 
 const DAY = 86_400_000;
+export const MIN_TOKEN_CHARS = 32;
+export const MIN_SIGNING_KEY_BYTES = 24;
 /** undefined (not set) → the default; null ("off") → keep for ever. */
 const keep = (v: number | null | undefined, dflt: number | null): number | null => (v === undefined ? dflt : v);
 

@@ -53,8 +53,8 @@ Examples:
 Environment (all optional):
   DATABASE_URL                 PostgreSQL; unset: embedded PGlite in SCHEDULER_DATA_DIR (./data)
   PORT, HOST                   HTTP listener (8080, 0.0.0.0)
-  SCHEDULER_TOKENS             token:tenant:scope,scope;… (unset: loopback clients only)
-  SCHEDULER_SIGNING_SECRET     whsec_… — signs calls of tenants without keys of their own (Standard Webhooks)
+  SCHEDULER_TOKENS             token:tenant:scope,scope;… (tokens of 32+ characters; unset: loopback clients only)
+  SCHEDULER_SIGNING_SECRET     whsec_… (24+ bytes) — signs calls of tenants without keys of their own (Standard Webhooks)
   WORKER_CONCURRENCY           calls in flight per worker process (100)
   SCHEDULER_ALLOW_PRIVATE_TARGETS=1   allow loopback/private targets
   REGION, HOME_REGION, LOG_LEVEL, LOG_FORMAT (auto: readable lines on a terminal, else JSON)

@@ -22,6 +22,7 @@ import { FaultSwitch, withTestFaults } from "./store/test-faults.ts";
 import type { JobRow } from "./store/types.ts";
 import { Worker } from "./worker/worker.ts";
 import { SigningKeyring } from "./worker/signing-keyring.ts";
+import { useDnsServers } from "./worker/target-guard.ts";
 import { DbClock } from "./time/db-clock.ts";
 
 export interface Runtime {
@@ -65,6 +66,9 @@ export interface StartOptions {
 /** Opens the database, migrates, and starts what the mode asks for. */
 export async function startRuntime(config: Config, opts: StartOptions = {}): Promise<Runtime> {
   const owner = `${hostname()}/${process.pid}/${Math.random().toString(36).slice(2, 8)}`;
+  // Process-wide like dns.setServers: the API's creation check and the worker's calls must
+  // resolve target names the same way.
+  useDnsServers(config.dnsServers);
   const log = opts.log ?? createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
   const opened = opts.db ?? (await openDb(config, `scheduler-${config.mode}`, (err) => log.warn({ err }, "the bundled PGlite data directory could not be resumed; running initdb instead (slower, about 1 GB of memory once)")));
   const ownsDb = !opts.db;

@@ -54,3 +54,19 @@ SELECT pg_notify('scheduler_authority', $1::text);
 
 -- name: DatabaseReadOnly
 SELECT pg_is_in_recovery() AS standby;
+
+-- name: RegionPresence
+-- A dispatcher process says it is alive in region $2 (owner $1) for $3 ms, in any region,
+-- home or standby: a manual move to a region with no live dispatcher needs force. Rows of
+-- processes gone for an hour are swept on the way.
+WITH swept AS (DELETE FROM leases WHERE name LIKE 'presence:%' AND lease_until < now() - interval '1 hour')
+INSERT INTO leases (name, owner, epoch, lease_until, acquired_at)
+VALUES ('presence:' || $2 || ':' || $1, $1, 0, now() + make_interval(secs => $3::float8 / 1000), now())
+ON CONFLICT (name) DO UPDATE SET lease_until = excluded.lease_until;
+
+-- name: RegionPresenceLeave
+DELETE FROM leases WHERE name = 'presence:' || $2 || ':' || $1;
+
+-- name: RegionLiveDispatchers
+-- Region names are [a-z0-9-]: no LIKE wildcards in $1.
+SELECT count(*) AS n FROM leases WHERE name LIKE 'presence:' || $1 || ':%' AND lease_until > now();

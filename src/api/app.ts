@@ -5,7 +5,10 @@ import type { Db } from "../store/db.ts";
 import { isMigrated } from "../store/migrate.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
-import { authenticate, type AppEnv } from "./auth.ts";
+import { authenticate, seesAllTenants, type AppEnv } from "./auth.ts";
+import { withoutTenantSeries } from "../obs/metrics-view.ts";
+import { assertStorableUrl } from "./input-guard.ts";
+import { TrustedProxies } from "./trusted-proxies.ts";
 import { AuthFailureLimiter } from "./auth-limiter.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { jobsRoutes } from "./jobs-routes.ts";
@@ -57,9 +60,13 @@ export function createApp(deps: AppDeps) {
     const migrated = await isMigrated(db);
     return c.json({ ok: migrated, database: migrated ? "ready" : "unreachable or not migrated" }, migrated ? 200 : 503);
   });
+  const limiter = new AuthFailureLimiter(config.authFailures);
+  const trustedProxies = new TrustedProxies(config.authFailures.trustedProxies);
+  const operator = seesAllTenants({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, trustedProxies });
   app.get("/metrics", async (c) => {
     c.header("content-type", metrics.registry.contentType);
-    return c.body(await metrics.registry.metrics());
+    const text = await metrics.registry.metrics();
+    return c.body(operator(c) ? text : withoutTenantSeries(text));
   });
 
   if (deps.serveApi) {
@@ -73,8 +80,12 @@ export function createApp(deps: AppDeps) {
         onError: (c) => errorResponse(c, new ApiError(413, "payload_too_large", `request bodies may be at most ${config.maxBodyBytes} bytes (SCHEDULER_MAX_BODY_BYTES)`)),
       }),
     );
-    const limiter = new AuthFailureLimiter(config.authFailures);
-    const auth = authenticate({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, metrics });
+    // A NUL in a query parameter or the path would reach SQL as text: refused up front.
+    app.use("/v1/*", async (c, next) => {
+      assertStorableUrl(c.req.url);
+      return next();
+    });
+    const auth = authenticate({ tokens: config.tokens, limiter, clientIpHeader: config.authFailures.clientIpHeader, trustedProxies, metrics });
     // An async job's target is not an API user: its lease token (checked by the route) is
     // its credential. The home-region check below still applies: these are writes.
     app.use("/v1/*", (c, next) => (LEASE_ROUTE.test(c.req.path) ? next() : auth(c, next)));

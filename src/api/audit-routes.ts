@@ -34,7 +34,8 @@ export function auditRoutes(db: Db) {
     let beforeId: string | null = null;
     if (q.cursor) {
       beforeId = Buffer.from(q.cursor, "base64url").toString();
-      if (!/^\d{1,19}$/.test(beforeId)) throw badRequest("cursor is not one this API gave out", "cursor");
+      // An id is a bigint: past 2^63 - 1 the database would fail the cast (a 500).
+      if (!/^\d{1,19}$/.test(beforeId) || BigInt(beforeId) > 9223372036854775807n) throw badRequest("cursor is not one this API gave out", "cursor");
     }
     const rows = await listAudit(db, {
       tenant: tenantFilter(p) ?? (q.tenant || null), beforeId, actionPrefix: q.action || null, objectId: q.object_id || null, limit: limit + 1,

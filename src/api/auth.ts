@@ -4,6 +4,7 @@ import type { Metrics } from "../obs/metrics.ts";
 import type { AuthFailureLimiter } from "./auth-limiter.ts";
 import { ApiError } from "./errors.ts";
 import type { Scope, TokenGrant } from "./tokens.ts";
+import type { TrustedProxies } from "./trusted-proxies.ts";
 
 export interface Principal {
   /** Who, for the audit log: "local", or the token's fingerprint (never the token itself). */
@@ -59,17 +60,20 @@ export interface AuthOptions {
   limiter?: AuthFailureLimiter;
   /** Behind a proxy: the header that carries the client's address (its last entry is used). */
   clientIpHeader?: string;
+  /** The peers whose clientIpHeader is believed; from anyone else the peer address counts. */
+  trustedProxies?: TrustedProxies;
   metrics?: Metrics;
 }
 
 /** Who is asking, for the failed-attempt limit: the proxy's header when configured, else the peer. */
-function clientOf(c: Parameters<MiddlewareHandler<AppEnv>>[0], header: string | undefined): string {
-  if (header) {
+function clientOf(c: Parameters<MiddlewareHandler<AppEnv>>[0], header: string | undefined, proxies: TrustedProxies | undefined): string {
+  const peer = c.env?.server?.requestIP(c.req.raw)?.address;
+  if (header && proxies?.has(peer)) {
     // The last entry is the one the nearest proxy (ours) wrote; earlier ones came from the client.
     const v = c.req.header(header)?.split(",").at(-1)?.trim();
     if (v) return v;
   }
-  return c.env?.server?.requestIP(c.req.raw)?.address ?? "unknown";
+  return peer ?? "unknown";
 }
 
 /**
@@ -93,7 +97,7 @@ export function authenticate(o: AuthOptions): MiddlewareHandler<AppEnv> {
       c.set("principal", { actor: "local", tenant: "*", scopes: ALL_SCOPES });
       return next();
     }
-    const client = limiter?.enabled ? clientOf(c, o.clientIpHeader) : "";
+    const client = limiter?.enabled ? clientOf(c, o.clientIpHeader, o.trustedProxies) : "";
     const wait = limiter?.enabled ? limiter.blockedFor(client) : 0;
     if (wait > 0) {
       o.metrics?.authThrottled.inc();
@@ -109,10 +113,39 @@ export function authenticate(o: AuthOptions): MiddlewareHandler<AppEnv> {
   };
 }
 
+/**
+ * For routes outside /v1 that answer everyone but show more to an operator (/metrics): true
+ * for a valid token of all tenants, or, with no tokens configured, a loopback client. A
+ * wrong token counts as a failed attempt (no guessing tokens through this door).
+ */
+export function seesAllTenants(o: AuthOptions): (c: Parameters<MiddlewareHandler<AppEnv>>[0]) => boolean {
+  const grants: Grant[] = o.tokens.map((grant) => ({ grant, digest: digest(grant.token), actor: tokenActor(grant) }));
+  return (c) => {
+    if (grants.length === 0) return isLoopback(c.env?.server?.requestIP(c.req.raw)?.address);
+    const m = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "");
+    if (!m) return false;
+    const client = o.limiter?.enabled ? clientOf(c, o.clientIpHeader, o.trustedProxies) : "";
+    if (o.limiter?.enabled && o.limiter.blockedFor(client) > 0) return false;
+    const found = matchToken(grants, m[1].trim());
+    if (!found) o.limiter?.fail(client);
+    return found?.grant.tenant === "*";
+  };
+}
+
 export function requireScope(p: Principal, scope: Scope): void {
   if (scope !== "admin" && p.scopes.has(scope)) return;
   if (!p.scopes.has("admin")) throw new ApiError(403, "forbidden", `this token lacks the ${scope} scope`);
   p.adminUsed = true;
+}
+
+/**
+ * Operations that are not of one tenant (region failover, anything across tenants): admin
+ * of every tenant only. A tenant's admin token must not be able to stop every other tenant's
+ * writes.
+ */
+export function requireAllTenants(p: Principal): void {
+  requireScope(p, "admin");
+  if (p.tenant !== "*") throw new ApiError(403, "forbidden", "this operation affects every tenant: it needs an admin token for all tenants (*)");
 }
 
 /**

@@ -2,10 +2,10 @@ import { Hono } from "hono";
 import * as v from "valibot";
 import type { Config } from "../config.ts";
 import { fencingToken } from "../region/fencing.ts";
-import { AuthorityMoveRefused, moveAuthority, readAuthority, type AuthorityRow } from "../store/authority.ts";
+import { AuthorityMoveRefused, liveDispatchersIn, moveAuthority, readAuthority, type AuthorityRow } from "../store/authority.ts";
 import type { Db } from "../store/db.ts";
 import { shardState, type ShardRow } from "../store/shards.ts";
-import { type AppEnv, requireScope } from "./auth.ts";
+import { type AppEnv, requireAllTenants, requireScope } from "./auth.ts";
 import { ApiError, conflict } from "./errors.ts";
 import { parseOrThrow } from "./job-input.ts";
 import { readJson, REASON } from "./request.ts";
@@ -16,7 +16,12 @@ export interface ClusterRoutesDeps {
 }
 
 export const REGION_NAME = v.pipe(v.string("must be a string"), v.regex(/^[a-z0-9-]{1,32}$/, "must be a region name like iad or local"));
-export const FailoverSchema = v.strictObject({ to: REGION_NAME, reason: REASON });
+export const FailoverSchema = v.strictObject({
+  to: REGION_NAME,
+  reason: REASON,
+  /** Move even though no dispatcher of `to` is alive (nothing would dispatch until one starts). */
+  force: v.optional(v.boolean("must be true or false"), false),
+});
 
 /** The cluster as this process sees it: GET /v1/cluster, and the CLI's output. */
 export function clusterView(row: AuthorityRow, config: ClusterRoutesDeps["config"]) {
@@ -77,8 +82,12 @@ export function clusterRoutes(deps: ClusterRoutesDeps) {
   // Served in every region: the home region may be the one that is down.
   app.post("/cluster/failover", async (c) => {
     const p = c.get("principal");
-    requireScope(p, "admin");
+    requireAllTenants(p);
     const body = parseOrThrow(FailoverSchema, await readJson(c));
+    // A typo'd or empty region would take every write of every tenant with it.
+    if (!body.force && (await liveDispatchersIn(db, body.to)) === 0) {
+      throw conflict("failover_refused", `no dispatcher of region ${body.to} is alive: nothing would dispatch there; start one first, or pass "force": true to move anyway`);
+    }
     c.set("audited", true);
     try {
       const moved = await moveAuthority(db, { to: body.to, ttlMs: config.authorityTtlMs, action: "cluster.failover", by: { actor: p.actor, reason: body.reason ?? null } });

@@ -8,9 +8,15 @@ import { badRequest } from "./errors.ts";
 const INSTANT = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})$/;
 /** `<schedule_id>@<RFC 3339 instant in UTC>`: the idempotency key of a schedule occurrence. */
 export const OCCURRENCE_KEY = /^[A-Za-z0-9_.:-]{1,128}@\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+const MAX_INSTANT_MS = Date.UTC(10000, 0, 1);
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] as const;
 // Headers the scheduler sets itself, or that fetch computes; a job may not override them.
-const RESERVED_HEADER = /^(host|content-length|transfer-encoding|connection|upgrade|te|trailer|keep-alive|webhook-id|webhook-timestamp|webhook-signature|idempotency-key|scheduler-.*)$/i;
+// proxy-* and expect change what the connection does (credentials for a proxy, a 100-continue
+// handshake the target may never answer).
+const RESERVED_HEADER = /^(host|content-length|transfer-encoding|connection|upgrade|te|trailer|keep-alive|expect|proxy-.*|webhook-id|webhook-timestamp|webhook-signature|idempotency-key|scheduler-.*)$/i;
+/** What fetch sends unchanged: visible ASCII, space and tab (RFC 9110 field-value without obs-text). */
+const HEADER_VALUE = /^[\t\x20-\x7e]*$/;
+export const MAX_HEADER_VALUE_BYTES = 8192;
 const MAX_DURATION_MS = 366 * 86_400_000;
 /** timeout is a per-call limit for synchronous jobs, an execution ceiling for async ones. */
 export const MAX_SYNC_TIMEOUT_MS = 3_600_000;
@@ -53,6 +59,8 @@ export const instantField = v.pipe(
   v.check(fieldsInRange, "is not a real date and time"),
   v.transform((s) => new Date(s)),
   v.check((d) => !Number.isNaN(d.getTime()), "is not a real date"),
+  // Years before 1970 (0001 was stored and echoed as 2001) or past 9999 are nobody's schedule.
+  v.check((d) => d.getTime() >= 0 && d.getTime() < MAX_INSTANT_MS, "must be between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z"),
 );
 
 export const TargetSchema = v.strictObject({
@@ -65,8 +73,14 @@ export const TargetSchema = v.strictObject({
   headers: v.optional(
     v.pipe(
       v.record(
-        v.pipe(v.string(), v.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"), v.check((k) => !RESERVED_HEADER.test(k), "is set by the scheduler and cannot be overridden")),
-        v.pipe(v.string("header values must be strings"), v.check((s) => !/[\r\n\0]/.test(s), "must not contain line breaks")),
+        v.pipe(v.string(), v.maxLength(256, "must be at most 256 characters"), v.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"), v.check((k) => !RESERVED_HEADER.test(k), "is set by the scheduler and cannot be overridden")),
+        v.pipe(
+          v.string("header values must be strings"),
+          v.check((s) => !/[\r\n\0]/.test(s), "must not contain line breaks"),
+          // A value fetch would refuse must fail here, not as a call that never leaves.
+          v.check((s) => HEADER_VALUE.test(s), "must be visible ASCII characters, spaces and tabs only"),
+          v.maxLength(MAX_HEADER_VALUE_BYTES, `must be at most ${MAX_HEADER_VALUE_BYTES} characters`),
+        ),
       ),
       v.check((h) => Object.keys(h).length <= 100, "must have at most 100 headers"),
     ),
@@ -157,7 +171,8 @@ export function parseOrThrow<S extends v.GenericSchema>(schema: S, data: unknown
       : objectIssue
         ? `${path || "body"} must be a JSON object`
         : `${path || "body"} ${/^Invalid (type|key): /.test(issue.message) ? `must be ${issue.expected}` : issue.message}`;
-  throw badRequest(message, path || undefined);
+  // Every 400 names where: the whole body when no field is at fault.
+  throw badRequest(message, path || "body");
 }
 
 /** `prefix` is where the job sits in the request ("jobs.3" in a batch), for the error path. */

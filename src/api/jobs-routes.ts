@@ -46,7 +46,7 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
    * `dbNow`: the database's clock, read once per request and only when a check needs it.
    */
   const prepare = async (raw: unknown, p: Principal, prefix = "", dns = new Map<string, Promise<string | null>>(), dbNow = dbClockOnce()): Promise<Prepared> => {
-    if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw badRequest(`${prefix || "body"} must be a JSON object`, prefix || undefined);
+    if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw badRequest(`${prefix || "body"} must be a JSON object`, prefix || "body");
     const input = parseOrThrow(JobInputSchema, raw, prefix);
     const at = (f: string) => (prefix ? `${prefix}.${f}` : f);
     if (input.run_at && input.delay !== undefined) throw badRequest("give run_at or delay, not both", at("delay"));

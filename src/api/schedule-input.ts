@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { CronRule, CronRuleError } from "../time/cron-rule.ts";
 import { badRequest } from "./errors.ts";
+import { IF_VERSION } from "./request.ts";
 import { durationField, HostLimitsSchema, VerifySchema, instantField, MAX_ASYNC_TIMEOUT_MS, RetrySchema, TargetSchema } from "./job-input.ts";
 
 const DAY = 86_400_000;
@@ -46,7 +47,7 @@ export const ScheduleCreateSchema = v.strictObject({
 
 export const SchedulePatchSchema = v.strictObject({
   ...optionalAll(fields),
-  if_version: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"))),
+  if_version: IF_VERSION,
   reason: v.optional(v.pipe(v.string("must be a string"), v.maxLength(1000, "must be at most 1000 characters"))),
 });
 

@@ -5,6 +5,7 @@ import { insertAudit, insertJobsIn, transactionNow } from "../store/jobs.ts";
 import { externalize, loadPayload } from "../store/payloads.ts";
 import { deleteSchedule, fieldsOf, getSchedule, insertSchedule, listSchedules, ScheduleQuotaError, updateSchedule, type ScheduleFields, type ScheduleRow } from "../store/schedules.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
+import { badText } from "./input-guard.ts";
 import { badRequest, conflict, notFound } from "./errors.ts";
 import { checkTimeout, parseOrThrow, toHostLimits, toTarget } from "./job-input.ts";
 import { jobView } from "./job-view.ts";
@@ -134,7 +135,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     if (cursor) {
       try {
         const [tenant, id] = JSON.parse(Buffer.from(cursor, "base64url").toString()) as [string, string];
-        if (typeof tenant !== "string" || typeof id !== "string") throw new Error();
+        if (typeof tenant !== "string" || typeof id !== "string" || badText(tenant) || badText(id)) throw new Error();
         after = { tenant, id };
       } catch {
         throw badRequest("cursor is not one this API gave out", "cursor");

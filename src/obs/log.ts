@@ -1,5 +1,6 @@
 import pino from "pino";
 import type PinoPretty from "pino-pretty";
+import { LOG_SERIALIZERS } from "./log-redact.ts";
 
 export type Logger = pino.Logger;
 
@@ -16,6 +17,8 @@ export function createLogger(p: { level: string; base?: Record<string, unknown>;
     base: p.base ?? {},
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
+    // Secrets never reach a log line: see log-redact.ts.
+    serializers: LOG_SERIALIZERS,
   };
   const format = p.format ?? "json";
   if (format === "json" || (format === "auto" && !p.tty)) return pino(opts);
@@ -50,9 +53,12 @@ function readableLines() {
 function errorAsText(o: Record<string, unknown>): Record<string, unknown> {
   if (!("err" in o)) return o;
   const { err, ...rest } = o;
-  if (!(err instanceof Error)) return { ...rest, error: String(err) };
-  const code = (err as { code?: unknown }).code;
-  return { ...rest, error: `${err.name}${code ? ` [${String(code)}]` : ""}: ${err.message}`.replace(/\s*\n\s*/g, " ") };
+  // Already through the err serializer (log-redact.ts): a plain object with type and message.
+  const e = err as { name?: unknown; type?: unknown; code?: unknown; message?: unknown } | null;
+  if (e === null || typeof e !== "object" || !("message" in e)) return { ...rest, error: String(err) };
+  const name = err instanceof Error ? err.name : String(e.type ?? "Error");
+  const code = e.code;
+  return { ...rest, error: `${name}${code ? ` [${String(code)}]` : ""}: ${String(e.message)}`.replace(/\s*\n\s*/g, " ") };
 }
 
 export const silentLogger: Logger = pino({ level: "silent" });

@@ -12,7 +12,7 @@
  */
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
-import { AuthorityMoveRefused, moveAuthority, readAuthority, renewAuthority, type AuthorityRow } from "../store/authority.ts";
+import { AuthorityMoveRefused, leaveRegionPresence, markRegionPresence, moveAuthority, readAuthority, renewAuthority, type AuthorityRow } from "../store/authority.ts";
 import type { Db } from "../store/db.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { fencingToken } from "./fencing.ts";
@@ -74,17 +74,33 @@ export class RegionAuthority extends PeriodicLoop<void> {
       () => this.poke(),
     );
     await this.refresh();
+    if (this.o.acts) await this.markPresence().catch((err) => this.o.log.warn({ err }, "marking this dispatcher's presence in its region failed; retrying next round"));
     this.start();
   }
 
   async end(): Promise<void> {
     await this.stop();
     await this.unlisten?.();
+    if (this.o.acts) await leaveRegionPresence(this.o.db, { owner: this.o.owner, region: this.o.region }).catch(() => {});
+  }
+
+  /** Renewed every third of the TTL: alive for a whole TTL after the last renewal. */
+  private markPresence(): Promise<void> {
+    return markRegionPresence(this.o.db, { owner: this.o.owner, region: this.o.region, ttlMs: this.o.ttlMs });
   }
 
   async runOnce(): Promise<void> {
     const row = await this.refresh();
     if (!row || !this.o.acts) return;
+    try {
+      await this.act(row);
+    } finally {
+      // After the renewal, and never in its way: presence only gates a manual failover.
+      await this.markPresence().catch((err) => this.o.log.warn({ err }, "marking this dispatcher's presence in its region failed; retrying next round"));
+    }
+  }
+
+  private async act(row: AuthorityRow): Promise<void> {
     if (row.homeRegion === this.o.region) {
       if (this.o.isLeader?.()) {
         const until = await renewAuthority(this.o.db, { region: this.o.region, generation: row.generation, holder: this.o.owner, ttlMs: this.o.ttlMs });

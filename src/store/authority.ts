@@ -117,6 +117,20 @@ export async function moveAuthority(
   });
 }
 
+/** A dispatcher's sign of life in its region, for `ttlMs` (see RegionPresence). */
+export async function markRegionPresence(db: Queryable, p: { owner: string; region: string; ttlMs: number }): Promise<void> {
+  await db.query(sql("RegionPresence"), [p.owner, p.region, p.ttlMs]);
+}
+
+export async function leaveRegionPresence(db: Queryable, p: { owner: string; region: string }): Promise<void> {
+  await db.query(sql("RegionPresenceLeave"), [p.owner, p.region]);
+}
+
+/** How many dispatcher processes of `region` are alive now. */
+export async function liveDispatchersIn(db: Queryable, region: string): Promise<number> {
+  return Number((await db.query<{ n: string | number }>(sql("RegionLiveDispatchers"), [region]))[0]?.n ?? 0);
+}
+
 /** True while the database is a read-only hot standby (not yet promoted). */
 export async function databaseIsStandby(db: Queryable): Promise<boolean> {
   return (await db.query<{ standby: boolean }>(sql("DatabaseReadOnly")))[0]?.standby === true;

@@ -74,7 +74,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
     next_status: next.status, next_delay_ms: next.delayMs, last_error: next.error, counts_try: next.countsTry,
     throttle_until: next.throttleUntil, dead_reason: next.deadReason,
   });
-  const fields = { outcome: r.outcome, http_status: r.httpStatus, ms: r.finishedAt.getTime() - r.startedAt.getTime(), next: next.status };
+  const fields = { outcome: r.outcome, http_status: r.httpStatus, ms: r.finishedAt.getTime() - r.startedAt.getTime(), next: next.status, ...(r.refusedAddress ? { refused_address: r.refusedAddress } : {}) };
   if (!accepted) {
     d.metrics.duplicateAttempts.inc();
     log.warn(fields, "late completion: the lease moved on while the call ran; kept as the lost attempt's late outcome");

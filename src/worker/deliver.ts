@@ -2,7 +2,8 @@ import type { JobRow } from "../store/types.ts";
 import { classifyFetchError, classifyStatus, type Outcome } from "./classify.ts";
 import { parseRetryAfter } from "./retry-after.ts";
 import { signatureHeader } from "./signature.ts";
-import { assertTargetAllowed, TargetRefusedError } from "./target-guard.ts";
+import { pinTarget, unpinMessage, type PinnedCall } from "./pinned-target.ts";
+import { TargetRefusedError } from "./target-guard.ts";
 
 export interface DeliveryContext {
   attemptId: string;
@@ -27,6 +28,8 @@ export interface DeliveryResult {
   retryAfterMs: number | null;
   /** Refused before any call (private target): a permanent failure with nothing sent. */
   refused: boolean;
+  /** A refusal's forbidden address: for the log, never the attempt's error (a DNS oracle). */
+  refusedAddress?: string;
   /** Why the job dies, when a permanent failure has a reason of its own (payload_missing). */
   deadReason?: string;
   startedAt: Date;
@@ -67,11 +70,12 @@ export function webhookHeaders(job: JobRow, ctx: DeliveryContext, body: string, 
 export async function deliver(job: JobRow, ctx: DeliveryContext): Promise<DeliveryResult> {
   const startedAt = new Date();
   const done = (r: Omit<DeliveryResult, "startedAt" | "finishedAt">): DeliveryResult => ({ ...r, startedAt, finishedAt: new Date() });
+  let call: PinnedCall;
   try {
-    await targetCheck(job.target.url, ctx.allowPrivateTargets);
+    call = await pinTarget(job.target.url, ctx.allowPrivateTargets);
   } catch (err) {
     if (err instanceof TargetRefusedError) {
-      return done({ outcome: "permanent", httpStatus: null, error: err.message, possiblyDelivered: false, retryAfterMs: null, refused: true });
+      return done({ outcome: "permanent", httpStatus: null, error: err.message, possiblyDelivered: false, retryAfterMs: null, refused: true, refusedAddress: err.address });
     }
     return done({ outcome: "transient", httpStatus: null, error: (err as Error).message, possiblyDelivered: false, retryAfterMs: null, refused: false });
   }
@@ -80,12 +84,16 @@ export async function deliver(job: JobRow, ctx: DeliveryContext): Promise<Delive
   const timeout = AbortSignal.timeout(ctx.callTimeoutMs ?? Number(job.timeout_ms));
   const signal = ctx.signal ? AbortSignal.any([timeout, ctx.signal]) : timeout;
   try {
-    const res = await fetch(job.target.url, {
+    const headers = webhookHeaders(job, ctx, body, startedAt.getTime());
+    if (call.host) headers.host = call.host;
+    const res = await fetch(call.url, {
       method,
-      headers: webhookHeaders(job, ctx, body, startedAt.getTime()),
+      headers,
       body: method === "GET" || method === "HEAD" ? undefined : body,
       redirect: "manual",
       signal,
+      // The connection goes to the checked address; the certificate must be the name's.
+      ...(call.tls ? { tls: call.tls } : {}),
     });
     await drain(res);
     const outcome = classifyStatus(res.status);
@@ -104,7 +112,7 @@ export async function deliver(job: JobRow, ctx: DeliveryContext): Promise<Delive
     return done({
       outcome: c.outcome,
       httpStatus: null,
-      error: aborted ? `call aborted: ${String(ctx.signal?.reason ?? "stopped")}` : c.message,
+      error: aborted ? `call aborted: ${String(ctx.signal?.reason ?? "stopped")}` : unpinMessage(c.message, job.target.url, call),
       possiblyDelivered: c.possiblyDelivered,
       retryAfterMs: null,
       refused: false,
@@ -128,29 +136,5 @@ async function drain(res: Response): Promise<void> {
     await reader.cancel();
   } catch {
     // The status already decided the outcome; a broken body does not change it.
-  }
-}
-
-// Verdicts per host for a short while: a DNS lookup per call would cost more than the call.
-const VERDICT_TTL_MS = 30_000;
-const verdicts = new Map<string, { until: number; refused?: Error }>();
-
-async function targetCheck(url: string, allowPrivate: boolean): Promise<void> {
-  if (allowPrivate) return assertTargetAllowed(url, { allowPrivate });
-  const key = new URL(url).host;
-  const now = Date.now();
-  const v = verdicts.get(key);
-  if (v && v.until > now) {
-    if (v.refused) throw v.refused;
-    return;
-  }
-  try {
-    await assertTargetAllowed(url, { allowPrivate });
-    verdicts.set(key, { until: now + VERDICT_TTL_MS });
-  } catch (err) {
-    if (err instanceof TargetRefusedError) verdicts.set(key, { until: now + VERDICT_TTL_MS, refused: err });
-    throw err;
-  } finally {
-    if (verdicts.size > 10_000) verdicts.clear();
   }
 }

@@ -3,7 +3,8 @@ import { isIP } from "node:net";
 
 export class TargetRefusedError extends Error {
   readonly code = "target_refused";
-  constructor(message: string) {
+  /** The forbidden address, for the log only: told to the tenant it maps their internal names. */
+  constructor(message: string, readonly address?: string) {
     super(message);
     this.name = "TargetRefusedError";
   }
@@ -21,6 +22,9 @@ const FORBIDDEN_V4: readonly Cidr[] = [
   [v4(169, 254, 0, 0), 16],
   [v4(172, 16, 0, 0), 12],
   [v4(192, 0, 0, 0), 24],
+  [v4(192, 0, 2, 0), 24], // TEST-NET-1..3: documentation, never a real target
+  [v4(198, 51, 100, 0), 24],
+  [v4(203, 0, 113, 0), 24],
   [v4(192, 168, 0, 0), 16],
   [v4(198, 18, 0, 0), 15],
   [v4(224, 0, 0, 0), 4],
@@ -104,6 +108,11 @@ function v6Forbidden(w: number[]): boolean {
   if (w[0] === 0x64 && w[1] === 0xff9b && (zeros(2, 6) || w[2] === 1)) return v4Forbidden(embeddedV4(w, 6, 7));
   // 6to4 2002:AABB:CCDD::/48 tunnels to the IPv4 address in words 1-2.
   if (w[0] === 0x2002) return v4Forbidden(embeddedV4(w, 1, 2));
+  // Teredo 2001:0::/32 tunnels to an IPv4 server and client of the relay's choosing.
+  if (w[0] === 0x2001 && w[1] === 0) return true;
+  if (w[0] === 0x2001 && w[1] === 0xdb8) return true; // 2001:db8::/32 documentation
+  if (w[0] === 0x0100 && zeros(1, 4)) return true; // 100::/64 discard-only
+  if ((w[0] & 0xffc0) === 0xfec0) return true; // fec0::/10 site-local (deprecated, still routed inside some networks)
   if ((w[0] & 0xfe00) === 0xfc00) return true; // fc00::/7 unique local, incl. AWS metadata fd00:ec2::254
   if ((w[0] & 0xffc0) === 0xfe80) return true; // fe80::/10 link-local
   if ((w[0] & 0xff00) === 0xff00) return true; // ff00::/8 multicast
@@ -146,48 +155,94 @@ export function checkTargetUrlSyntax(url: string): string | null {
 
 function refusal(address: string): TargetRefusedError {
   return new TargetRefusedError(
-    `target address ${address} is loopback/private; set SCHEDULER_ALLOW_PRIVATE_TARGETS=1 to allow it`,
+    "target url points to a private address (loopback, private, link-local or reserved); set SCHEDULER_ALLOW_PRIVATE_TARGETS=1 to allow it",
+    address,
   );
 }
 
-async function defaultLookup(host: string): Promise<string[]> {
+/** Addresses of a name, and how long they may be used (the smallest record TTL, when known). */
+export interface Resolved {
+  addresses: string[];
+  ttlMs?: number;
+}
+
+async function systemLookup(host: string): Promise<Resolved> {
   const found = await dnsPromises.lookup(host, { all: true, verbatim: true });
-  return found.map((a) => a.address);
+  return { addresses: found.map((a) => a.address) };
+}
+
+let defaultResolve: (host: string) => Promise<Resolved> = systemLookup;
+
+/**
+ * Resolve target names with these DNS servers ("ip" or "ip:port") instead of the system
+ * resolver; undefined goes back to the system resolver. Process-wide, set once at start-up.
+ */
+export function useDnsServers(servers: string[] | undefined): void {
+  if (!servers || servers.length === 0) {
+    defaultResolve = systemLookup;
+    return;
+  }
+  const r = new dnsPromises.Resolver();
+  r.setServers(servers);
+  defaultResolve = async (host) => {
+    // Either family may have no records; only both failing is a failed lookup.
+    const [a, aaaa] = await Promise.allSettled([r.resolve4(host, { ttl: true }), r.resolve6(host, { ttl: true })]);
+    const out = [...(a.status === "fulfilled" ? a.value : []), ...(aaaa.status === "fulfilled" ? aaaa.value : [])];
+    if (out.length === 0) throw a.status === "rejected" ? a.reason : new Error(`no addresses for ${host}`);
+    return { addresses: out.map((x) => x.address), ttlMs: Math.min(...out.map((x) => x.ttl)) * 1000 };
+  };
+}
+
+/** The addresses a call may connect to: every one of them was checked. */
+export interface CheckedTarget {
+  /** The URL's host name without IPv6 brackets. */
+  host: string;
+  /** Empty when private targets are allowed: nothing to pin, the call resolves as it likes. */
+  addresses: string[];
+  ttlMs?: number;
 }
 
 /**
  * Throws TargetRefusedError for a bad URL or a forbidden address. A DNS failure throws a plain
  * Error instead: the host may resolve later, so the caller should treat it as transient.
- * The check resolves the name itself; the connection resolves it again, so a name that flips
- * between lookups (DNS rebinding) needs the caller to connect to a checked address.
+ * Returns the checked addresses: a caller that connects must connect to one of them (a name
+ * can answer differently the next time it is resolved: DNS rebinding).
  */
-export async function assertTargetAllowed(
+export async function checkTargetAddresses(
   url: string,
   opts: { allowPrivate: boolean; lookup?: (host: string) => Promise<string[]> },
-): Promise<void> {
+): Promise<CheckedTarget> {
   const syntax = checkTargetUrlSyntax(url);
   if (syntax !== null) throw new TargetRefusedError(syntax);
-  if (opts.allowPrivate) return;
-
   const hostname = new URL(url).hostname;
   // URL keeps the brackets around IPv6 literals, but isIP does not accept them.
   const host = hostname.startsWith("[") && hostname.endsWith("]") ? hostname.slice(1, -1) : hostname;
+  if (opts.allowPrivate) return { host, addresses: [] };
 
   if (isIP(host) !== 0) {
     if (isForbiddenAddress(host)) throw refusal(host);
-    return;
+    return { host, addresses: [host] };
   }
   if (isForbiddenHostname(host)) throw refusal(host);
 
-  let addresses: string[];
+  let found: Resolved;
   try {
-    addresses = await (opts.lookup ?? defaultLookup)(host);
+    found = opts.lookup ? { addresses: await opts.lookup(host) } : await defaultResolve(host);
   } catch (err) {
     const detail = err instanceof Error ? err.message : String(err);
     throw new Error(`could not resolve host ${host}: ${detail}`, { cause: err });
   }
-  if (addresses.length === 0) throw new Error(`could not resolve host ${host}: no addresses`);
-  // One forbidden address is enough: the connection may pick any of them.
-  const bad = addresses.find((a) => isForbiddenAddress(a));
+  if (found.addresses.length === 0) throw new Error(`could not resolve host ${host}: no addresses`);
+  // One forbidden address is enough: a name that points anywhere private is refused whole.
+  const bad = found.addresses.find((a) => isForbiddenAddress(a));
   if (bad !== undefined) throw refusal(bad);
+  return { host, addresses: found.addresses, ttlMs: found.ttlMs };
+}
+
+/** checkTargetAddresses without the addresses: for checks that make no call (creation). */
+export async function assertTargetAllowed(
+  url: string,
+  opts: { allowPrivate: boolean; lookup?: (host: string) => Promise<string[]> },
+): Promise<void> {
+  await checkTargetAddresses(url, opts);
 }

@@ -1,6 +1,6 @@
 import type { JobRow } from "../store/types.ts";
 import { signatureHeader } from "./signature.ts";
-import { assertTargetAllowed } from "./target-guard.ts";
+import { pinTarget, type PinnedCall } from "./pinned-target.ts";
 
 /** What a verify URL said about a call: processed, not processed, or nothing usable. */
 export type VerifyAnswer = { result: "processed" | "not_processed" | "error"; detail: string };
@@ -41,19 +41,24 @@ export function verifyHeaders(job: JobRow, signingKeys: readonly Uint8Array[] | 
  * the caller retries as it would have without asking.
  */
 export async function askVerify(job: JobRow, url: string, o: VerifyCallOptions): Promise<VerifyAnswer> {
+  let call: PinnedCall;
   try {
-    // Same guard as a call: a verify URL on a private address is refused unless allowed.
-    await assertTargetAllowed(url, { allowPrivate: o.allowPrivateTargets });
+    // Same guard as a call: a verify URL on a private address is refused unless allowed, and
+    // the GET connects to the address that was checked (no DNS rebinding in between).
+    call = await pinTarget(url, o.allowPrivateTargets);
   } catch (err) {
     return { result: "error", detail: `verify url refused: ${(err as Error).message}` };
   }
   const timeout = AbortSignal.timeout(o.timeoutMs);
   try {
-    const res = await fetch(url, {
+    const headers = verifyHeaders(job, o.signingKeys, Date.now());
+    if (call.host) headers.host = call.host;
+    const res = await fetch(call.url, {
       method: "GET",
-      headers: verifyHeaders(job, o.signingKeys, Date.now()),
+      headers,
       redirect: "manual",
       signal: o.signal ? AbortSignal.any([timeout, o.signal]) : timeout,
+      ...(call.tls ? { tls: call.tls } : {}),
     });
     const text = await boundedText(res);
     if (res.status === 404) return { result: "not_processed", detail: "HTTP 404" };

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { tokenSpec } from "../helpers/tokens.ts";
 import { AuthFailureLimiter } from "../../src/api/auth-limiter.ts";
 import type { Runtime } from "../../src/runtime.ts";
 import { freshDb, type TestDb } from "../helpers/db.ts";
@@ -43,16 +44,19 @@ describe("failed authentication limit through the API", () => {
   let tdb: TestDb;
   let rt: Runtime;
   let peer: Runtime;
-  const TOKENS = "tokA:acme:jobs:read,jobs:write";
+  let untrusted: Runtime;
+  const TOKENS = tokenSpec("tokA:acme:jobs:read,jobs:write");
   beforeAll(async () => {
     tdb = await freshDb("pglite");
     const limits = { SCHEDULER_TOKENS: TOKENS, SCHEDULER_AUTH_FAILURE_LIMIT: "5", SCHEDULER_AUTH_FAILURE_WINDOW: "1m", SCHEDULER_AUTH_BLOCK: "2s" };
     // Behind a proxy the client is named by a header: loopback tests can be several clients.
-    rt = await startScheduler(tdb.db, { ...limits, SCHEDULER_CLIENT_IP_HEADER: "x-client-ip" }, { mode: "api" });
+    rt = await startScheduler(tdb.db, { ...limits, SCHEDULER_CLIENT_IP_HEADER: "x-client-ip", SCHEDULER_TRUSTED_PROXIES: "127.0.0.1,::1" }, { mode: "api" });
     peer = await startScheduler(tdb.db, limits, { mode: "api" });
+    // The header is configured, but these test clients (loopback) are not the proxy.
+    untrusted = await startScheduler(tdb.db, { ...limits, SCHEDULER_CLIENT_IP_HEADER: "x-client-ip", SCHEDULER_TRUSTED_PROXIES: "10.0.0.0/8,fdaa::/16" }, { mode: "api" });
   });
   afterAll(async () => {
-    await Promise.all([rt?.stop(), peer?.stop()]);
+    await Promise.all([rt?.stop(), peer?.stop(), untrusted?.stop()]);
     await tdb?.close();
   });
 
@@ -76,6 +80,11 @@ describe("failed authentication limit through the API", () => {
     expect(metrics).toMatch(/scheduler_auth_throttled_total [1-9]/);
     await Bun.sleep(2100);
     expect((await api(rt, "GET", "/v1/jobs", undefined, as(attacker, "tokA"))).status).toBe(200);
+  });
+
+  test("the client header is believed only from the trusted proxies: others cannot pick a fresh name per guess", async () => {
+    for (let i = 0; i < 5; i++) expectError(await api(untrusted, "GET", "/v1/jobs", undefined, as(`198.51.100.${10 + i}`, `guess${i}`)), 401);
+    expectError(await api(untrusted, "GET", "/v1/jobs", undefined, as("198.51.100.99", "tokA")), 429);
   });
 
   test("without a client header the peer address is the client", async () => {

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { tok, tokenSpec } from "../helpers/tokens.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
 import type { Runtime } from "../../src/runtime.ts";
 import { bearer, expectError, HOOK, mustCreate } from "./support.ts";
 
-const TOKENS = "tokA:acme:jobs:read,jobs:write;tokR:acme:jobs:read;tokB:beta:jobs:write,jobs:read;tokAll:*:admin";
+const TOKENS = tokenSpec("tokA:acme:jobs:read,jobs:write;tokR:acme:jobs:read;tokB:beta:jobs:write,jobs:read;tokAll:*:admin");
 const A = bearer("tokA");
 const R = bearer("tokR");
 const B = bearer("tokB");
@@ -44,7 +45,7 @@ for (const driver of DRIVERS) {
       ];
       const n0 = await jobCount();
       for (const [method, path, body] of routes) {
-        for (const h of [{}, bearer("nope"), bearer("tokA2"), bearer("tok"), { authorization: "tokA" }, { authorization: "Basic dG9rQTo=" }, { authorization: "Bearer " }]) {
+        for (const h of [{}, bearer("nope"), bearer("tokA2"), bearer("tok"), { authorization: tok("tokA") }, { authorization: "Basic dG9rQTo=" }, { authorization: "Bearer " }]) {
           const r = await api(rt, method, path, body, h);
           try {
             expectError(r, 401);
@@ -55,7 +56,7 @@ for (const driver of DRIVERS) {
       }
       expect(await jobCount()).toBe(n0);
       expect((await api(rt, "GET", "/v1/jobs", undefined, A)).status).toBe(200);
-      expect((await api(rt, "GET", "/v1/jobs", undefined, { authorization: "bearer tokA" })).status).toBe(200);
+      expect((await api(rt, "GET", "/v1/jobs", undefined, { authorization: `bearer ${tok("tokA")}` })).status).toBe(200);
     });
 
     test("a read-only token may read but not write → 403", async () => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { tokenSpec } from "../helpers/tokens.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
 import type { Runtime } from "../../src/runtime.ts";
@@ -14,7 +15,7 @@ for (const driver of DRIVERS) {
 
     beforeAll(async () => {
       tdb = await freshDb(driver);
-      rt = await startScheduler(tdb.db, { SCHEDULER_TOKENS: "tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:write,jobs:read" }, { mode: "api" });
+      rt = await startScheduler(tdb.db, { SCHEDULER_TOKENS: tokenSpec("tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:write,jobs:read") }, { mode: "api" });
     });
     afterAll(async () => {
       await rt?.stop();

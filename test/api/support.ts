@@ -1,4 +1,5 @@
 import { expect } from "bun:test";
+import { tok } from "../helpers/tokens.ts";
 import { api } from "../helpers/scheduler.ts";
 import type { Runtime } from "../../src/runtime.ts";
 
@@ -8,7 +9,8 @@ export const HOOK = "https://example.com/hook";
 /** UUIDv7: version nibble 7, RFC 4122 variant. */
 export const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+/** A Bearer header for a test token by its short name (see helpers/tokens.ts). */
+export const bearer = (token: string) => ({ authorization: `Bearer ${tok(token)}` });
 
 /** POST /v1/jobs with a minimal valid job merged with `extra`. */
 export function createJob(rt: Runtime, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { tokenSpec } from "../helpers/tokens.ts";
 import { createApp } from "../../src/api/app.ts";
 import { silentLogger } from "../../src/obs/log.ts";
 import { Metrics } from "../../src/obs/metrics.ts";
@@ -7,7 +8,7 @@ import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { api, startScheduler, testConfig } from "../helpers/scheduler.ts";
 import { bearer, expectError, HOOK, mustCreate } from "./support.ts";
 
-const TOKENS = "tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:read,jobs:write;admA:acme:admin;admB:beta:admin";
+const TOKENS = tokenSpec("tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:read,jobs:write;admA:acme:admin;admB:beta:admin");
 const A = bearer("tokA");
 const B = bearer("tokB");
 /** For admin routes (signing keys): tenancy, not the scope, must be what refuses. */

@@ -324,7 +324,7 @@ export async function moveAuthority(c: ChaosCluster, to: "a" | "b"): Promise<voi
         if (view.status === 200 && ((await view.json()) as { home_region?: string }).home_region === to) return;
         const res = await fetch(`${base}/v1/cluster/failover`, {
           method: "POST", headers: { "content-type": "application/json" },
-          body: JSON.stringify({ to, reason: "chaos: failover a → b → a" }), signal: AbortSignal.timeout(5000),
+          body: JSON.stringify({ to, reason: "chaos: failover a → b → a", force: true }), signal: AbortSignal.timeout(5000),
         });
         if (res.status === 200) return;
         last = `${res.status} ${(await res.text()).slice(0, 200)}`;

@@ -1,5 +1,6 @@
 // GET /v1/dlq, replay refusals, dry runs, bounded bulk replays and the audit log, through a real
 // API process (mode api: nothing is dispatched, so replayed jobs stay where the replay put them).
+import { tok, tokenSpec } from "../helpers/tokens.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
@@ -9,13 +10,13 @@ import type { Runtime } from "../../src/runtime.ts";
 import { bearer, expectError } from "../api/support.ts";
 import { auditRows, insertDead, row } from "./support.ts";
 
-const TOKENS = "adm:acme:admin;admB:beta:admin;rd:acme:jobs:read;wr:acme:jobs:read,jobs:write;root:*:admin";
+const TOKENS = tokenSpec("adm:acme:admin;admB:beta:admin;rd:acme:jobs:read;wr:acme:jobs:read,jobs:write;root:*:admin");
 const ADM = bearer("adm");
 const ADMB = bearer("admB");
 const RD = bearer("rd");
 const WR = bearer("wr");
 const ROOT = bearer("root");
-const actorOf = (token: string, tenant: string) => `token:${tenant}:${createHash("sha256").update(token).digest("hex").slice(0, 12)}`;
+const actorOf = (token: string, tenant: string) => `token:${tenant}:${createHash("sha256").update(tok(token)).digest("hex").slice(0, 12)}`;
 
 for (const driver of DRIVERS) {
   describe(`dead-letter API (${driver})`, () => {
@@ -240,8 +241,8 @@ for (const driver of DRIVERS) {
       expect((await api(rt, "GET", "/v1/dlq?limit=1", undefined, RD)).status).toBe(200);
       expect((await api(rt, "POST", `/v1/dlq/${Bun.randomUUIDv7()}/replay`, { reason: "?" }, ADM)).status).toBe(404);
       // Region failover and back (served in any region).
-      expect((await api(rt, "POST", "/v1/cluster/failover", { to: "b", reason: "drill" }, ROOT)).status).toBe(200);
-      expect((await api(rt, "POST", "/v1/cluster/failover", { to: "iad", reason: "drill over" }, ROOT)).status).toBe(200);
+      expect((await api(rt, "POST", "/v1/cluster/failover", { to: "b", reason: "drill", force: true }, ROOT)).status).toBe(200);
+      expect((await api(rt, "POST", "/v1/cluster/failover", { to: "iad", reason: "drill over", force: true }, ROOT)).status).toBe(200);
 
       const rows = await auditRows(t.db, "id > $1", [mark]);
       const of = (action: string, objectId?: string) => rows.filter((r) => r.action === action && (objectId === undefined || r.object_id === objectId));

@@ -1,6 +1,7 @@
 /** A logger that keeps its JSON lines in memory, for tests that assert what was logged. */
 import pino from "pino";
 import type { Logger } from "../../src/obs/log.ts";
+import { LOG_SERIALIZERS } from "../../src/obs/log-redact.ts";
 
 export interface MemoryLog {
   log: Logger;
@@ -11,7 +12,11 @@ export interface MemoryLog {
 
 export function memoryLogger(level = "debug"): MemoryLog {
   const lines: Record<string, unknown>[] = [];
-  const log = pino({ level, base: {}, formatters: { level: (label) => ({ level: label }) } }, {
+  // The production logger's redaction (src/obs/log.ts), so tests see what operators see.
+  const log = pino({
+    level, base: {}, formatters: { level: (label) => ({ level: label }) },
+    serializers: LOG_SERIALIZERS,
+  }, {
     write(s: string) {
       lines.push(JSON.parse(s) as Record<string, unknown>);
     },

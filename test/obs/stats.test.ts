@@ -2,6 +2,7 @@
  * GET /v1/stats (what the dashboard and `scheduler status` read) after real jobs, its tenant
  * scoping and history, and the `scheduler status` screen against a running scheduler.
  */
+import { tok, tokenSpec } from "../helpers/tokens.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { Runtime } from "../../src/runtime.ts";
@@ -10,8 +11,8 @@ import { api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
 const MAIN = join(import.meta.dir, "..", "..", "src", "main.ts");
-const TOKENS = "tokAll:*:admin;tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:read,jobs:write";
-const auth = (t: string) => ({ authorization: `Bearer ${t}` });
+const TOKENS = tokenSpec("tokAll:*:admin;tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:read,jobs:write");
+const auth = (t: string) => ({ authorization: `Bearer ${tok(t)}` });
 
 describe("stats and status (postgres)", () => {
   let t: TestDb;
@@ -79,14 +80,14 @@ describe("stats and status (postgres)", () => {
       const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
       return { code, out, err };
     };
-    const r = await run([`--url=${rt.url}`], { SCHEDULER_TOKEN: "tokAll" });
+    const r = await run([`--url=${rt.url}`], { SCHEDULER_TOKEN: tok("tokAll") });
     expect(r.err).toBe("");
     expect(r.code).toBe(1);
     expect(r.out).toContain("region     local (home)");
     expect(r.out).toMatch(/jobs\s+scheduled 1\s+queued 0\s+running 0\s+succeeded 3\s+dead 1/);
     expect(r.out).toMatch(/success 3\s+permanent 1/);
     expect(r.out).toContain("WARN 1 dead job(s)");
-    const json = await run([`--url=${rt.url}`, "--json"], { SCHEDULER_TOKEN: "tokAll" });
+    const json = await run([`--url=${rt.url}`, "--json"], { SCHEDULER_TOKEN: tok("tokAll") });
     expect(JSON.parse(json.out).jobs.succeeded).toBe(3);
     const denied = await run([`--url=${rt.url}`], {});
     expect(denied.code).toBe(2);

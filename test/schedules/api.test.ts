@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { tokenSpec } from "../helpers/tokens.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
 import type { Runtime } from "../../src/runtime.ts";
@@ -6,7 +7,7 @@ import {
   allSchedulePages, bearer, checkPreviewItem, createSchedule, dailyInstants, expectError, HOOK, LOCAL_ISO, ms, mustSchedule, offsetAt, UTC_ISO,
 } from "./support.ts";
 
-const TOKENS = "tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:read,jobs:write;tokAll:*:admin";
+const TOKENS = tokenSpec("tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:read,jobs:write;tokAll:*:admin");
 const A = bearer("tokA");
 const B = bearer("tokB");
 const ALL = bearer("tokAll");

@@ -2,6 +2,7 @@
 // playwright-core) against a real scheduler on real Postgres with a real loopback target.
 // scripts/test.sh installs chromium when it is missing and it may; without it these tests
 // fail (they never skip), saying what to install.
+import { tok } from "../helpers/tokens.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { chromium, type Browser, type Page } from "playwright-core";
@@ -15,8 +16,8 @@ import { eventually, Target } from "../helpers/target.ts";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ARTIFACT = "test-artifacts/dashboard.png";
-const ADMIN = "tokAdmin";
-const READER = "tokRead";
+const ADMIN = tok("tokAdmin");
+const READER = tok("tokRead");
 const TOKENS = `${ADMIN}:*:admin;${READER}:acme:jobs:read`;
 const auth = (t: string) => ({ authorization: `Bearer ${t}` });
 

@@ -5,6 +5,7 @@
 // dashboard's look changes (about a minute):
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun test/ui/docs-screenshot.ts
+import { tok } from "../helpers/tokens.ts";
 import { chromium } from "playwright-core";
 import { freshDb } from "../helpers/db.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
@@ -12,7 +13,7 @@ import { Target } from "../helpers/target.ts";
 
 const OUT = process.argv[2] ?? "docs/dashboard.png";
 const OUT_JOB = process.argv[3] ?? "docs/dashboard-job.png";
-const TOKEN = "tokAdmin";
+const TOKEN = tok("tokAdmin");
 const auth = { authorization: `Bearer ${TOKEN}` };
 const TENANTS = ["acme", "globex", "initech", "umbrella"];
 

@@ -13,7 +13,9 @@ const allowed = [
   "198.17.255.255", "198.20.0.0", "223.255.255.255", "9.255.255.255", "11.0.0.0", "126.255.255.255", "128.0.0.0",
   "2606:4700::1111", "2001:4860:4860::8888", "2a00:1450:4001:80b::200e",
   "::ffff:8.8.8.8", "::ffff:808:808", "64:ff9b::8.8.8.8", "2002:808:808::1",
-  "fbff:ffff::1", "fec0::1", "feff::1",
+  "fbff:ffff::1",
+  "192.0.1.255", "192.0.3.0", "198.51.99.255", "198.51.101.0", "203.0.112.255", "203.0.114.0",
+  "2001:1::1", "2001:4860::1", "100:0:0:1::", "fe00::1",
 ];
 
 const forbidden = [
@@ -36,6 +38,10 @@ const forbidden = [
   "::127.0.0.1", "::ffff:0:127.0.0.1",
   "64:ff9b::127.0.0.1", "64:ff9b::a00:1", "64:ff9b:1::192.168.0.1",
   "2002:7f00:1::1", "2002:a9fe:a9fe::",
+  // documentation ranges, Teredo, discard-only, site-local
+  "192.0.2.1", "192.0.2.255", "198.51.100.7", "203.0.113.9",
+  "2001::1", "2001:0:4136:e378:8000:63bf:3fff:fdd2", "2001:db8::1",
+  "100::", "100::ffff:ffff:ffff:ffff", "fec0::1", "feff:ffff::1",
   // not IP addresses at all: the guard fails closed
   "", "localhost", "1.2.3", "[::1]", "999.1.1.1",
 ];
@@ -79,9 +85,11 @@ describe("assertTargetAllowed", () => {
     const e = await refusal(assertTargetAllowed("http://127.0.0.1:8080/x", { allowPrivate: false, lookup: noLookup }));
     expect(e).toBeInstanceOf(TargetRefusedError);
     expect((e as TargetRefusedError).code).toBe("target_refused");
+    // The address is for the operator's log; the message (seen by the tenant) names none.
     expect(e.message).toBe(
-      "target address 127.0.0.1 is loopback/private; set SCHEDULER_ALLOW_PRIVATE_TARGETS=1 to allow it",
+      "target url points to a private address (loopback, private, link-local or reserved); set SCHEDULER_ALLOW_PRIVATE_TARGETS=1 to allow it",
     );
+    expect((e as TargetRefusedError).address).toBe("127.0.0.1");
     await assertTargetAllowed("https://8.8.8.8/", { allowPrivate: false, lookup: noLookup });
     await assertTargetAllowed("https://[2606:4700::1111]/", { allowPrivate: false, lookup: noLookup });
   });
@@ -111,7 +119,8 @@ describe("assertTargetAllowed", () => {
     };
     const e = await refusal(assertTargetAllowed("https://mixed.example.com/hook", { allowPrivate: false, lookup }));
     expect(e).toBeInstanceOf(TargetRefusedError);
-    expect(e.message).toContain("10.0.0.5");
+    expect(e.message).not.toContain("10.0.0.5");
+    expect((e as TargetRefusedError).address).toBe("10.0.0.5");
   });
 
   test("a name with only public addresses is allowed", async () => {

@@ -76,7 +76,7 @@ export const opsDocs: RouteDoc[] = [
   },
   {
     method: "post", path: "/v1/cluster/failover", tag: "Cluster", auth: "admin",
-    summary: "Move the home region (served in every region)",
+    summary: "Move the home region (served in every region). Needs an admin token for all tenants (`*`); 409 `failover_refused` when no dispatcher of `to` is alive, unless `force: true`",
     body: FailoverSchema,
     responses: {
       200: json(v.object({ failover: v.unknown(), cluster: Cluster }), "Moved; the new cluster view."),
