@@ -75,7 +75,7 @@ export interface paths {
   };
   "/v1/cluster/failover": {
     /**
-     * Move the home region (served in every region)
+     * Move the home region (served in every region). Needs an admin token for all tenants (`*`); 409 `failover_refused` when no dispatcher of `to` is alive, unless `force: true`
      * @description Scope: `admin` (or `admin`).
      */
     post: operations["postV1ClusterFailover"];
@@ -923,13 +923,15 @@ export interface operations {
     };
   };
   /**
-   * Move the home region (served in every region)
+   * Move the home region (served in every region). Needs an admin token for all tenants (`*`); 409 `failover_refused` when no dispatcher of `to` is alive, unless `force: true`
    * @description Scope: `admin` (or `admin`).
    */
   postV1ClusterFailover: {
     requestBody: {
       content: {
         "application/json": {
+          /** @default false */
+          force?: boolean;
           reason?: string;
           to: string;
         };
