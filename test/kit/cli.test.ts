@@ -6,6 +6,7 @@ import type { Runtime } from "../../src/runtime.ts";
 import { freshDb, type TestDb } from "../helpers/db.ts";
 import { startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
+import { tok, tokenSpec } from "../helpers/tokens.ts";
 
 const MAIN = join(import.meta.dir, "..", "..", "src", "main.ts");
 
@@ -15,7 +16,7 @@ describe("the resource commands over scheduler/client", () => {
   const target = new Target((r) => (r.path === "/bad" ? new Response("no", { status: 400 }) : new Response("ok")));
   beforeAll(async () => {
     t = await freshDb("pglite");
-    rt = await startScheduler(t.db, { SCHEDULER_TOKENS: "tok:*:jobs:read,jobs:write,admin" });
+    rt = await startScheduler(t.db, { SCHEDULER_TOKENS: tokenSpec("tok:*:jobs:read,jobs:write,admin") });
   });
   afterAll(async () => {
     await rt?.stop();
@@ -25,7 +26,7 @@ describe("the resource commands over scheduler/client", () => {
 
   const run = async (args: string[], stdin?: string) => {
     const p = Bun.spawn([process.execPath, MAIN, ...args], {
-      env: { PATH: process.env.PATH ?? "", SCHEDULER_URL: rt.url!, SCHEDULER_TOKEN: "tok" },
+      env: { PATH: process.env.PATH ?? "", SCHEDULER_URL: rt.url!, SCHEDULER_TOKEN: tok("tok") },
       stdin: stdin === undefined ? "ignore" : new Blob([stdin]), stdout: "pipe", stderr: "pipe",
     });
     const [code, out, err] = await Promise.all([p.exited, new Response(p.stdout).text(), new Response(p.stderr).text()]);

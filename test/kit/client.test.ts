@@ -6,8 +6,9 @@ import { freshDb, type TestDb } from "../helpers/db.ts";
 import { startScheduler } from "../helpers/scheduler.ts";
 import { closedPort } from "../helpers/redis.ts";
 import { Target } from "../helpers/target.ts";
+import { tok, tokenSpec } from "../helpers/tokens.ts";
 
-const TOKENS = "tok-admin:*:jobs:read,jobs:write,admin;tok-a:acme:jobs:read,jobs:write";
+const TOKENS = tokenSpec("tok-admin:*:jobs:read,jobs:write,admin;tok-a:acme:jobs:read,jobs:write");
 
 describe("scheduler/client against a real scheduler", () => {
   let t: TestDb;
@@ -29,7 +30,7 @@ describe("scheduler/client against a real scheduler", () => {
   });
 
   test("create, get, cancel; the job is typed from the document", async () => {
-    const c = createClient({ baseUrl: rt.url!, token: "tok-a" });
+    const c = createClient({ baseUrl: rt.url!, token: tok("tok-a") });
     const job = await c.jobs.create({ target: { url: `${target.url}/a`, body: { n: 1 } }, delay: "1h" });
     expect(job.status).toBe("scheduled");
     expect(job.tenant).toBe("acme");
@@ -45,7 +46,7 @@ describe("scheduler/client against a real scheduler", () => {
   });
 
   test("errors are typed values with status, code and path", async () => {
-    const c = createClient({ baseUrl: rt.url!, token: "tok-a" });
+    const c = createClient({ baseUrl: rt.url!, token: tok("tok-a") });
     const bad = await c.jobs.create({ target: { url: "ftp://x" } }).catch((e) => e);
     expect(bad).toBeInstanceOf(SchedulerApiError);
     expect(bad).toMatchObject({ status: 400, code: "invalid_request", path: "target.url" });
@@ -66,7 +67,7 @@ describe("scheduler/client against a real scheduler", () => {
       }
       return res;
     };
-    const c = createClient({ baseUrl: rt.url!, token: "tok-a", fetch: flaky as typeof fetch, retry: { baseMs: 10 } });
+    const c = createClient({ baseUrl: rt.url!, token: tok("tok-a"), fetch: flaky as typeof fetch, retry: { baseMs: 10 } });
     const job = await c.jobs.create({ target: { url: `${target.url}/b` }, delay: "1h", idempotency_key: "client-retry-1" });
     expect(lost).toBe(2);
     const all = await collect(c.jobs.iterate({ status: "scheduled" }));
@@ -78,7 +79,7 @@ describe("scheduler/client against a real scheduler", () => {
   });
 
   test("pagination helpers walk every page", async () => {
-    const c = createClient({ baseUrl: rt.url!, token: "tok-admin" });
+    const c = createClient({ baseUrl: rt.url!, token: tok("tok-admin") });
     const made = [];
     for (let i = 0; i < 7; i++) made.push(await c.jobs.create({ target: { url: `${target.url}/p` }, delay: "2h", tenant: "pages" }));
     const page = await c.jobs.list({ limit: 3, tenant: "pages" });
@@ -90,7 +91,7 @@ describe("scheduler/client against a real scheduler", () => {
   });
 
   test("schedules: create, preview, pause, resume, list; dlq and cluster", async () => {
-    const c = createClient({ baseUrl: rt.url!, token: "tok-admin" });
+    const c = createClient({ baseUrl: rt.url!, token: tok("tok-admin") });
     const s = await c.schedules.create({ id: "client-s", cron: "0 9 * * *", timezone: "Europe/London", target: { url: `${target.url}/s` } });
     expect(s.next_fire_at).not.toBeNull();
     const preview = await c.schedules.preview("client-s", 3);

@@ -15,16 +15,17 @@ import { api, startScheduler } from "../helpers/scheduler.ts";
 import { takeShards } from "../helpers/shards.ts";
 import { eventually, Target } from "../helpers/target.ts";
 import { bearer, expectError } from "../api/support.ts";
+import { tokenSpec } from "../helpers/tokens.ts";
 
 describe("default ceilings: settings", () => {
   test("with tenant tokens, a tenant's running cap defaults to half of WORKER_CONCURRENCY; SCHEDULER_TENANT_SHARE and SCHEDULER_TENANT_MAX_RUNNING change it", () => {
-    const TENANTS = { SCHEDULER_TOKENS: "tokA:acme:jobs:write;tokOp:*:admin" };
+    const TENANTS = { SCHEDULER_TOKENS: tokenSpec("tokA:acme:jobs:write;tokOp:*:admin") };
     expect(loadConfig(TENANTS).flow.tenantDefault.maxRunning).toBe(50);
     expect(loadConfig({ ...TENANTS, WORKER_CONCURRENCY: "10" }).flow.tenantDefault.maxRunning).toBe(5);
     expect(loadConfig({ ...TENANTS, WORKER_CONCURRENCY: "1" }).flow.tenantDefault.maxRunning).toBe(1);
     // One operator's jobs only ("*" tokens, or none): no share unless asked for.
     expect(loadConfig({}).flow.tenantDefault.maxRunning).toBeUndefined();
-    expect(loadConfig({ SCHEDULER_TOKENS: "tokOp:*:admin" }).flow.tenantDefault.maxRunning).toBeUndefined();
+    expect(loadConfig({ SCHEDULER_TOKENS: tokenSpec("tokOp:*:admin") }).flow.tenantDefault.maxRunning).toBeUndefined();
     expect(loadConfig({ WORKER_CONCURRENCY: "10", SCHEDULER_TENANT_SHARE: "0.25" }).flow.tenantDefault.maxRunning).toBe(3);
     expect(loadConfig({ WORKER_CONCURRENCY: "10", SCHEDULER_TENANT_SHARE: "1" }).flow.tenantDefault.maxRunning).toBe(10);
     expect(loadConfig({ WORKER_CONCURRENCY: "10", SCHEDULER_TENANT_MAX_RUNNING: "7" }).flow.tenantDefault.maxRunning).toBe(7);
@@ -60,7 +61,7 @@ for (const driver of DRIVERS) {
       });
       // Tenants with their own tokens, the default share: half of 10 slots. "30s" stands for
       // the issue's 1 h: longer than the test.
-      const rt = await startScheduler(t.db, { WORKER_CONCURRENCY: "10", SCHEDULER_POLL_INTERVAL: "100ms", SCHEDULER_TOKENS: "tokTar:tarpit:jobs:write;tokOther:other:jobs:write" });
+      const rt = await startScheduler(t.db, { WORKER_CONCURRENCY: "10", SCHEDULER_POLL_INTERVAL: "100ms", SCHEDULER_TOKENS: tokenSpec("tokTar:tarpit:jobs:write;tokOther:other:jobs:write") });
       try {
         const tar = await api(rt, "POST", "/v1/jobs/batch", { jobs: Array.from({ length: 30 }, (_, i) => ({ target: { url: `${target.url}/tarpit/${i}` }, timeout: "30s" })) }, bearer("tokTar"));
         expect(tar.status).toBe(200);

@@ -8,9 +8,10 @@ import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target, type Received } from "../helpers/target.ts";
 import { bearer, expectError } from "../api/support.ts";
+import { tokenSpec } from "../helpers/tokens.ts";
 
 const FALLBACK = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8G";
-const TOKENS = "admA:acme:admin;admB:beta:admin;wA:acme:jobs:read,jobs:write;root:*:admin";
+const TOKENS = tokenSpec("admA:acme:admin;admB:beta:admin;wA:acme:jobs:read,jobs:write;root:*:admin");
 const A = bearer("admA");
 const B = bearer("admB");
 const WA = bearer("wA");

@@ -9,10 +9,11 @@ import type { Runtime } from "../../src/runtime.ts";
 import { freshDb, type TestDb } from "../helpers/db.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
+import { tok } from "../helpers/tokens.ts";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const ADMIN = "tokAdmin";
-const READER = "tokRead";
+const ADMIN = tok("tokAdmin");
+const READER = tok("tokRead");
 const TOKENS = `${ADMIN}:*:admin;${READER}:acme:jobs:read`;
 const auth = (t: string) => ({ authorization: `Bearer ${t}` });
 
