@@ -110,6 +110,7 @@ function insertedRow(j: NewJob, d: InsertedColumns): JobRow {
     start_by: j.start_by ?? null,
     catchup_after: j.catchup_after ?? null,
     host_limits: j.host_limits ?? null,
+    verify_url: j.verify_url ?? null,
     throttle_until: null,
     queued_at: null,
     lease_owner: null,
