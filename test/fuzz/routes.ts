@@ -58,4 +58,9 @@ export const ROUTES: RouteCase[] = [
   { method: "POST", route: "/v1/cluster/failover", body: () => ({ to: "nowhere", reason: "fuzz" }) },
   { method: "GET", route: "/v1/audit", query: { limit: "10", action: "dlq.", object_id: "x", tenant: "default", cursor: "" } },
   { method: "GET", route: "/v1/stats", query: { window: "300" } },
+  { method: "POST", route: "/v1/signing-keys", body: () => ({ reason: "fuzz" }) },
+  { method: "GET", route: "/v1/signing-keys", query: { limit: "10" } },
+  // A job's id is no key's: the fuzz checks these routes answer in shape (404, 400), never 5xx.
+  { method: "POST", route: "/v1/signing-keys/:id/rotate", id: "job", body: () => ({ overlap: "1h", reason: "fuzz" }) },
+  { method: "POST", route: "/v1/signing-keys/:id/retire", id: "job", body: () => ({ reason: "fuzz" }) },
 ];
