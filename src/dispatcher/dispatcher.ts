@@ -77,6 +77,8 @@ export interface LocalWorker {
 export const DISPATCH_LEASE = "dispatch";
 /** Schedules per generation transaction. */
 const SCHEDULE_BATCH = 100;
+/** How soon a dispatcher looks again at a full worker in its process (no statement runs then). */
+const LOCAL_FULL_RECHECK_MS = 10;
 /** Queued jobs the reserved class may have beyond the queue target (its own small lane). */
 const RESERVED_QUEUE = 16;
 
@@ -180,8 +182,11 @@ export class Dispatcher extends PeriodicLoop<number> {
     const { claimed, full, capped, localFull } = await this.claim(fence);
     if (localFull) {
       // The worker in this process has its hands full: it pokes us when it has room for a
-      // batch; the poll interval is only the fallback.
-      this.sleepMs = this.o.pollIntervalMs;
+      // batch. Its room changes at many points (a call answered, an outcome written, a check
+      // done, its prefetch target moved), and a poke missed at one of them cost a whole poll
+      // interval (jobs of the lag bench waited ~1 s, p99 920 ms): look again soon, which
+      // costs no statement while the worker is still full.
+      this.sleepMs = Math.min(this.o.pollIntervalMs, LOCAL_FULL_RECHECK_MS);
       return 0;
     }
     if (capped) {

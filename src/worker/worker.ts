@@ -687,7 +687,9 @@ export class Worker {
         this.calling.delete(id);
         this.calls.delete(p);
         if (this.ready.length > 0) this.handled(this.pump());
-        else this.noteRoom();
+        // Even with jobs in line: the pump may start none of them (too little room for a
+        // check yet), and the claim room has grown all the same.
+        this.noteRoom();
         this.held.kick();
       });
     this.calls.add(p);
