@@ -124,6 +124,17 @@ const MAX_ANSWER_BYTES = 64 * 1024;
 
 /** Reads a bounded amount of the answer (so the connection can be reused), keeps none of it. */
 async function drain(res: Response): Promise<void> {
+  // A short answer of known length is read whole: a stream reader per call cost more than
+  // the read (most webhook answers are a few bytes with a Content-Length).
+  const length = Number(res.headers.get("content-length") ?? NaN);
+  if (length >= 0 && length <= MAX_ANSWER_BYTES) {
+    try {
+      await res.arrayBuffer();
+    } catch {
+      // As below: the status already decided the outcome.
+    }
+    return;
+  }
   const reader = res.body?.getReader();
   if (!reader) return;
   let seen = 0;

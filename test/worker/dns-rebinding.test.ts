@@ -48,7 +48,10 @@ describe("DNS rebinding (real DNS server on loopback, real process, postgres)", 
         target: { url: `http://${name}:${port}/rebind-${i}`, method: "POST", body: "secret-bearing call" },
         run_at: new Date(Date.now() + 1500).toISOString(),
         timeout: "2s",
-        retry: { max_attempts: 3, base: "100ms", max: "200ms" },
+        // Retries past the pinned address's shortest life (1 s), so each attempt resolves
+        // again: where a connection to the public address is refused at once (this sandbox),
+        // 100 ms retries all ran on the first answer and the hostile DNS was asked only once.
+        retry: { max_attempts: 3, base: "1200ms", max: "1200ms" },
       });
       expect(r.status).toBe(201);
       ids.push(r.body.id);
