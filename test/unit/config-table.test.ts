@@ -87,7 +87,9 @@ describe("unknown SCHEDULER_* variables", () => {
   });
 
   test("every SCHEDULER_* name in the repository is in the table or let be", () => {
-    const files = Bun.spawnSync(["git", "ls-files"], { cwd: ROOT }).stdout.toString().split("\n").filter((f) => /\.(ts|md|sh|toml|json|yml|yaml)$|Dockerfile$/.test(f));
+    // Not this file nor src/config/: their misspelt names are on purpose.
+    const files = Bun.spawnSync(["git", "ls-files", "--cached", "--others", "--exclude-standard"], { cwd: ROOT }).stdout.toString().split("\n")
+      .filter((f) => /\.(ts|md|sh|toml|json|yml|yaml)$|Dockerfile$/.test(f) && !f.startsWith("src/config/") && !f.endsWith("config-table.test.ts"));
     expect(files.length).toBeGreaterThan(100);
     // Names of code, not of variables: the drill's settings object.
     const notVariables = new Set(["SCHEDULER_ENV"]);
