@@ -126,7 +126,6 @@ export interface Config {
   testFaultsArmed: boolean;
 }
 
-
 /** Every problem with the configuration, one line each naming the variable (or flag) and what to do. */
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
