@@ -2,6 +2,7 @@
 import { parseArgs } from "node:util";
 import pkg from "../package.json" with { type: "json" };
 import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { helpEnvironment } from "./config/docs.ts";
 import { openIndex } from "./index/open-index.ts";
 import { rebuildIndex } from "./index/index-rebuild.ts";
 import { createLogger } from "./obs/log.ts";
@@ -50,19 +51,11 @@ Examples:
   curl -X POST localhost:8080/v1/jobs -H 'content-type: application/json' \\
     -d '{"target":{"url":"https://example.com/hook","body":{"hello":"world"}},"delay":"30s"}'
 
-Environment (all optional):
-  DATABASE_URL                 PostgreSQL; unset: embedded PGlite in SCHEDULER_DATA_DIR (./data)
-  PORT, HOST                   HTTP listener (8080, 0.0.0.0)
-  SCHEDULER_TOKENS             token:tenant:scope,scope;… (tokens of 32+ characters; unset: loopback clients only)
-  SCHEDULER_SIGNING_SECRET     whsec_… (24+ bytes) — signs calls of tenants without keys of their own (Standard Webhooks)
-  WORKER_CONCURRENCY           calls in flight per worker process (100)
-  SCHEDULER_ALLOW_PRIVATE_TARGETS=1   allow loopback/private targets
-  REGION, HOME_REGION, LOG_LEVEL, LOG_FORMAT (auto: readable lines on a terminal, else JSON)
-  More in the README.
-`;
+${helpEnvironment()}`;
 
+/** Each line of the message on a line of its own (a ConfigError has one per problem). */
 function fail(message: string): never {
-  process.stderr.write(`scheduler: ${message}\n`);
+  process.stderr.write(message.split("\n").map((line) => `scheduler: ${line}\n`).join(""));
   process.exit(2);
 }
 

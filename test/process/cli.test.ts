@@ -47,6 +47,16 @@ describe("command line", () => {
     expect(lines[0]).toContain(name);
   });
 
+  test("several problems: all of them at once, one line each; an unknown SCHEDULER_* name with the nearest valid one", () => {
+    const r = run(["--mode=everything"], { PORT: "http", WORKER_CONCURRENCY: "0", SCHEDULER_POLL_INTERVALL: "1s", SCHEDULER_TOKENS: "abc" });
+    expect(r.code).toBe(2);
+    const lines = r.err.trim().split("\n");
+    expect(lines).toHaveLength(5);
+    for (const line of lines) expect(line).toStartWith("scheduler: ");
+    for (const name of ["--mode", "PORT", "WORKER_CONCURRENCY", "SCHEDULER_POLL_INTERVALL", "SCHEDULER_TOKENS"]) expect(lines.some((l) => l.startsWith(`scheduler: ${name} `))).toBe(true);
+    expect(r.err).toContain("did you mean SCHEDULER_POLL_INTERVAL?");
+  });
+
   test("an unknown flag, mode or command is one line pointing at --help", () => {
     for (const args of [["--nope"], ["--mode=everything"], ["frobnicate"]]) {
       const r = run(args);
