@@ -85,13 +85,24 @@ export async function insertJobsIn(q: Queryable, jobs: NewJob[]): Promise<Insert
 }
 
 /** What InsertJobs returns of a row: what the database decided. */
-type InsertedColumns = Pick<JobRow, "id" | "status" | "due_at" | "scheduled_for" | "version" | "calls" | "tries" | "epoch" | "lease_generation"
-  | "cancel_requested" | "catchup" | "schema_version" | "replays" | "dead_streak" | "replay" | "slot" | "created_at" | "updated_at">;
+type InsertedColumns = Pick<JobRow, "id" | "due_at" | "scheduled_for" | "epoch" | "schema_version" | "slot" | "created_at">;
 
 /** The row as inserted: what the caller gave, what the database decided, and nulls for the state a new job does not have yet. */
 function insertedRow(j: NewJob, d: InsertedColumns): JobRow {
   return {
     ...d,
+    // The columns InsertJobs leaves to their defaults (001 and later migrations), as a new job has them.
+    status: "scheduled",
+    version: 1,
+    calls: 0,
+    tries: 0,
+    lease_generation: 0,
+    cancel_requested: false,
+    catchup: j.catchup ?? false,
+    replays: 0,
+    dead_streak: 0,
+    replay: false,
+    updated_at: d.created_at,
     tenant: j.tenant,
     priority: j.priority,
     idempotency_key: j.idempotency_key,

@@ -133,6 +133,24 @@ for (const driver of DRIVERS) {
         expect(r.body).toMatchObject({ id: j.id, priority: 7, idempotency_key: "get-1" });
       });
 
+      test("a batch's 201 items are the jobs GET returns (the row completed from the input and the database's defaults)", async () => {
+        const r = await api(rt, "POST", "/v1/jobs/batch", {
+          jobs: [
+            { target: { url: `${HOOK}/b1` } },
+            { target: { url: `${HOOK}/b2`, method: "PUT", headers: { "x-a": "1" }, body: { n: 2 } }, delay: "1h", priority: 3, idempotency_key: "batch-get-2" },
+            { target: { url: `${HOOK}/b3` }, run_at: new Date(Date.now() + 60_000).toISOString(), window: "30s", expires_at: new Date(Date.now() + 3_600_000).toISOString() },
+          ],
+        });
+        expect(r.status).toBe(200);
+        expect(r.body.jobs).toHaveLength(3);
+        for (const j of r.body.jobs) {
+          const g = await api(rt, "GET", `/v1/jobs/${j.id}`);
+          expect(g.status).toBe(200);
+          const { attempt_log: _, ...rest } = g.body;
+          expect(rest).toEqual(j);
+        }
+      });
+
       test("unknown id → 404 with the error shape; a non-UUID id → 404", async () => {
         expectError(await api(rt, "GET", `/v1/jobs/${Bun.randomUUIDv7()}`), 404);
         expectError(await api(rt, "GET", "/v1/jobs/not-a-uuid"), 404);
