@@ -87,7 +87,7 @@ RETURNING j.id, j.cancel_requested;
 WITH r AS (
   -- sig: how a job that dies here died (see 009_dlq.sql), for quarantine of poison jobs.
   SELECT r.*, CASE WHEN r.next_status = 'dead' THEN r.dead_reason || ':' || coalesce(r.http_status::text, r.outcome) END AS sig
-  FROM jsonb_to_recordset($2::text::jsonb) AS r(
+  FROM json_to_recordset($2::text::json) AS r(
     job_id uuid, gen int, attempt_id uuid, outcome text, http_status int, error text,
     possibly_delivered boolean, started_at timestamptz, finished_at timestamptz,
     next_status text, next_delay_ms bigint, last_error text, counts_try boolean,
