@@ -1,8 +1,9 @@
 -- name: PruneFinishedJobs
 -- One bounded batch of finished jobs of one status ($1) that finished more than $2 ms ago,
--- oldest first; their attempts go with them (ON DELETE CASCADE). The IN list names every
--- terminal status so the partial index (status, finished_at) applies to a generic plan too;
--- the ARRAY steers the delete to the primary key (an IN list became a scan of all jobs).
+-- oldest first, and their attempts with them (in this statement: the attempt log has no
+-- foreign key since 026). The IN list names every terminal status so the partial index
+-- (status, finished_at) applies to a generic plan too; the ARRAY steers the delete to the
+-- primary key (an IN list became a scan of all jobs).
 WITH d AS (
   DELETE FROM jobs WHERE id = ANY(ARRAY(
     SELECT id FROM jobs
@@ -12,6 +13,10 @@ WITH d AS (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
   ))
+  RETURNING id
+), a AS (
+  -- By the (job_id, number) key: one probe per pruned job.
+  DELETE FROM attempts WHERE job_id = ANY(ARRAY(SELECT id FROM d))
   RETURNING 1
 )
 SELECT count(*) AS n FROM d;

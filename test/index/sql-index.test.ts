@@ -40,6 +40,7 @@ for (const driver of DRIVERS) {
   });
   const fresh = async (): Promise<Db> => {
     t ??= await freshDb(driver);
+    await t.db.query("DELETE FROM attempts");
     await t.db.query("DELETE FROM jobs");
     return t.db;
   };
@@ -63,6 +64,7 @@ for (const driver of DRIVERS) {
     });
 
     test("entriesUpsert and entriesRemove do not change what is listed: the table is the truth", async () => {
+      await db.query("DELETE FROM attempts");
       await db.query("DELETE FROM jobs");
       const index = new SqlDueIndex(db);
       await index.entriesUpsert({ entries: [{ jobId: jid(1), dueMs: T0 }] });
@@ -73,6 +75,7 @@ for (const driver of DRIVERS) {
     });
 
     test("only scheduled jobs are listed and counted; held occurrences (due 'infinity') never", async () => {
+      await db.query("DELETE FROM attempts");
       await db.query("DELETE FROM jobs");
       const index = new SqlDueIndex(db);
       await tablePut(db, [1, 2, 3, 4, 5].map((i) => ({ jobId: jid(i), dueMs: T0 + i })));

@@ -48,6 +48,7 @@ for (const driver of DRIVERS) {
 
     test("prunes only what it should: old finished jobs with their attempts, unreferenced old payloads", async () => {
       const db = tdb.db;
+      await db.query("DELETE FROM attempts");
       await db.query("DELETE FROM jobs");
       const oldOk = await finished(db, "succeeded", 8 * DAY, { attempts: 2 });
       const newOk = await finished(db, "succeeded", 1 * DAY, { attempts: 1 });
@@ -99,6 +100,7 @@ for (const driver of DRIVERS) {
 
     test("periods are settings: off keeps for ever, audit pruned only when asked", async () => {
       const db = tdb.db;
+      await db.query("DELETE FROM attempts");
       await db.query("DELETE FROM jobs");
       await db.query("DELETE FROM audit_log");
       const ok = await finished(db, "succeeded", 400 * DAY);
@@ -114,6 +116,7 @@ for (const driver of DRIVERS) {
 
     test("a backlog goes in bounded batches over several passes; a non-leader prunes nothing", async () => {
       const db = tdb.db;
+      await db.query("DELETE FROM attempts");
       await db.query("DELETE FROM jobs");
       const jobs = Array.from({ length: 230 }, () => newJob());
       await insertJobs(db, jobs);
