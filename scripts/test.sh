@@ -70,7 +70,7 @@ services_on_exit "rm -f $(printf '%q' "$log")"
 # bun prints results and the summary on stderr, so both streams go through
 # tee; PIPESTATUS gives bun's own code rather than tee's.
 set +e
-node_modules/.bin/bun test --timeout 60000 "$@" 2>&1 | tee "$log"
+node_modules/.bin/bun test ${BUN_TEST_ARGS:-} --timeout 60000 "$@" 2>&1 | tee "$log"
 bun_rc=${PIPESTATUS[0]}
 set -e
 
