@@ -10,6 +10,13 @@ export interface PgliteDriverOptions {
   dataDir?: string;
   /** Told when the bundled seed could not be resumed and initdb runs instead (slower, ~1 GB peak). */
   onSeedFailed?: (err: unknown) => void;
+  /** In memory only: start from this dump (dumpDataDir) instead of running initdb. Tests copy a migrated template so. */
+  loadDataDir?: Blob;
+}
+
+export interface PgliteDb extends Db {
+  /** The data directory as one uncompressed tarball, for another instance's loadDataDir. */
+  dumpDataDir(): Promise<Blob>;
 }
 
 /**
@@ -18,7 +25,7 @@ export interface PgliteDriverOptions {
  * PGlite does not lock its directory and two processes on one directory lose data, so the
  * directory is locked first (flock, released by the kernel even on SIGKILL).
  */
-export async function openPglite(opts: PgliteDriverOptions): Promise<Db> {
+export async function openPglite(opts: PgliteDriverOptions): Promise<PgliteDb> {
   let unlock: (() => void) | undefined;
   if (opts.dataDir) {
     mkdirSync(opts.dataDir, { recursive: true });
@@ -27,6 +34,7 @@ export async function openPglite(opts: PgliteDriverOptions): Promise<Db> {
   const assets = await loadPgliteAssets();
   const create = () => PGlite.create({
     dataDir: opts.dataDir,
+    loadDataDir: opts.loadDataDir,
     ...assets,
     // int8 as string, like postgres.js, so row mappers behave the same on both drivers.
     parsers: { [types.INT8]: (v: string) => v },
@@ -81,6 +89,7 @@ export async function openPglite(opts: PgliteDriverOptions): Promise<Db> {
       onListen?.();
       return () => off();
     },
+    dumpDataDir: () => pg.dumpDataDir("none"),
     async close() {
       await pg.close();
       unlock?.();

@@ -213,7 +213,8 @@ describe("dashboard: job list filters", () => {
 
     await page.click("#filter-clear");
     await hashIs("#/");
-    expect(await page.inputValue("#filter-tenant")).toBe("");
+    // The fragment changes first; the form is redrawn by the hashchange handler after it.
+    await eventually(async () => (await page.inputValue("#filter-tenant")) === "", 10_000, "the tenant filter cleared");
     await eventually(async () => (await shownJobs(page)).includes(dead), 10_000, "the unfiltered list");
   });
 
@@ -259,8 +260,9 @@ describe("dashboard: operator actions", () => {
     expect(audit).toContain("customer withdrew (operator e2e)");
     await page.click("#back");
     await hashIs("#/?tenant=acme&status=scheduled");
-    expect(await page.isVisible("#overview")).toBe(true);
-    expect(await page.inputValue("#filter-status")).toBe("scheduled");
+    // The fragment changes first; the overview is drawn by the hashchange handler after it.
+    await page.waitForSelector("#overview", { state: "visible", timeout: 10_000 });
+    await eventually(async () => (await page.inputValue("#filter-status")) === "scheduled", 10_000, "the status filter kept");
   });
 
   test("cancels a running job: its call is aborted and it ends cancelled", async () => {
