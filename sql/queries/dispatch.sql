@@ -21,7 +21,7 @@ WITH lease AS (
   SELECT id FROM jobs
   WHERE status = 'scheduled' AND due_at <= now() - make_interval(secs => $8::float8 / 1000)
     AND (expires_at IS NULL OR expires_at > now())
-    AND (start_by IS NULL OR start_by > now() OR calls > 0)
+    AND claimable(start_by, calls)
     AND (slot * $11::int / 4096) = ANY(ARRAY(SELECT shard FROM lease))
   ORDER BY due_at
   LIMIT $4
@@ -58,7 +58,7 @@ WITH lease AS (
   SELECT j.id FROM jobs j
   WHERE j.id = ANY($8::uuid[]) AND j.status || '' = 'scheduled' AND j.due_at <= now() + make_interval(secs => $12::float8 / 1000)
     AND (j.expires_at IS NULL OR j.expires_at > now())
-    AND (j.start_by IS NULL OR j.start_by > now() OR j.calls > 0)
+    AND claimable(j.start_by, j.calls)
     AND (j.slot * $11::int / 4096) = ANY(ARRAY(SELECT shard FROM lease))
   ORDER BY j.due_at
   LIMIT $4
@@ -219,7 +219,7 @@ CROSS JOIN LATERAL (
     AND due_at <= now() + make_interval(secs => $3::float8 / 1000)
     AND (slot * $5::int / 4096) = ANY($4::int[])
     AND (expires_at IS NULL OR expires_at > now())
-    AND (start_by IS NULL OR start_by > now() OR calls > 0)
+    AND claimable(start_by, calls)
   ORDER BY due_at
   LIMIT $2
 ) c;
@@ -233,7 +233,7 @@ FROM jobs
 WHERE id = ANY($1::uuid[]) AND status = 'scheduled' AND due_at <= now() + make_interval(secs => $2::float8 / 1000)
   AND (slot * $4::int / 4096) = ANY($3::int[])
   AND (expires_at IS NULL OR expires_at > now())
-  AND (start_by IS NULL OR start_by > now() OR calls > 0);
+  AND claimable(start_by, calls);
 
 -- name: TenantsInFlight
 -- Jobs queued or running per tenant of $1 (bounded by what workers hold).

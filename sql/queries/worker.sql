@@ -5,7 +5,7 @@
 WITH c AS (
   SELECT id FROM jobs
   WHERE status = 'queued' AND due_at <= now() + make_interval(secs => $5::float8 / 1000) AND (expires_at IS NULL OR expires_at > now())
-    AND (start_by IS NULL OR start_by > now() OR calls > 0)
+    AND claimable(start_by, calls)
     -- Workers outside the home region take nothing ($4: this worker's region).
     AND EXISTS (SELECT 1 FROM region_authority WHERE home_region = $4)
     -- $6: reserved slots serve only jobs of at least this priority (null: any).
@@ -54,7 +54,7 @@ WITH auth AS (
     AND j.lease_until > clock_timestamp() + make_interval(secs => $7::float8 / 1000)
     AND NOT j.cancel_requested AND j.due_at <= now()
     AND (j.expires_at IS NULL OR j.expires_at > now())
-    AND (j.start_by IS NULL OR j.start_by > now() OR j.calls > 0)
+    AND claimable(j.start_by, j.calls)
   RETURNING j.id, j.calls, j.lease_generation, j.epoch, j.catchup
 ), ins AS (
   INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at)

@@ -3,6 +3,7 @@ import * as v from "valibot";
 import type { Config } from "../config.ts";
 import type { Db } from "../store/db.ts";
 import { cancelJob, getJob, insertJobs, listAttempts, listJobs, rescheduleJob, transactionNow, type NewJob } from "../store/jobs.ts";
+import { newJob } from "../store/new-job.ts";
 import { externalize, loadPayload, type Payload } from "../store/payloads.ts";
 import { JOB_STATUSES, TERMINAL } from "../store/types.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
@@ -55,38 +56,19 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     if (!config.allowPrivateTargets) await checkTarget(target.url, at("target.url"), dns);
     // The verify URL is called like a target: no private addresses unless allowed.
     if (!config.allowPrivateTargets && input.verify) await checkTarget(input.verify.url, at("verify.url"), dns);
-    // The window spreads a burst over later instants, never earlier ones.
-    const jitter = Math.floor(Math.random() * (input.window + 1));
-    // A delay counts from the database's now(), in the INSERT: this process's clock has no say.
-    const delayMs = input.run_at ? null : (input.delay ?? 0) + jitter;
     if (input.expires_at) {
       const base = input.run_at ? input.run_at.getTime() : (await dbNow()) + (input.delay ?? 0);
       if (input.expires_at.getTime() <= base) throw badRequest("expires_at must be after the due time", at("expires_at"));
     }
-    const backoffBase = input.retry.base ?? config.jobDefaults.backoffBaseMs;
-    const backoffMax = input.retry.max ?? config.jobDefaults.backoffMaxMs;
-    if (backoffMax < backoffBase) throw badRequest("retry.max must not be below retry.base", at("retry.max"));
-    const job: NewJob = {
-      id: Bun.randomUUIDv7(),
+    const job = newJob({
+      ...input,
       tenant: tenantForCreate(p, input.tenant),
-      due_at: input.run_at ? new Date(input.run_at.getTime() + jitter) : null,
-      ...(delayMs === null ? {} : { delay_ms: delayMs }),
-      priority: input.priority,
-      idempotency_key: input.idempotency_key ?? null,
-      request_hash: input.idempotency_key ? requestHash(raw) : null,
-      schedule_id: null,
-      nominal_time: null,
       target,
-      max_attempts: input.retry.max_attempts ?? config.jobDefaults.maxAttempts,
-      backoff_base_ms: backoffBase,
-      backoff_max_ms: backoffMax,
-      timeout_ms: input.timeout ?? config.jobDefaults.timeoutMs,
-      expires_at: input.expires_at ?? null,
-      window_ms: input.window,
-      async: input.async,
+      request_hash: input.idempotency_key ? requestHash(raw) : null,
       host_limits: toHostLimits(input.host_limits),
       verify_url: input.verify?.url ?? null,
-    };
+    }, config.jobDefaults);
+    if (job.backoff_max_ms < job.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", at("retry.max"));
     return { job, payload };
   };
 

@@ -3,6 +3,7 @@ import type { Config } from "../config.ts";
 import type { Db } from "../store/db.ts";
 import { insertAudit, insertJobsIn, transactionNow } from "../store/jobs.ts";
 import { externalize, loadPayload } from "../store/payloads.ts";
+import { triggeredJob } from "../store/new-job.ts";
 import { deleteSchedule, fieldsOf, getSchedule, insertSchedule, listSchedules, ScheduleQuotaError, updateSchedule, type ScheduleFields, type ScheduleRow } from "../store/schedules.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
 import { badText } from "./input-guard.ts";
@@ -298,13 +299,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     // inserting transaction), and overlap does not apply.
     const [r] = await db.tx(async (q) => {
       const now = await transactionNow(q);
-      return insertJobsIn(q, [{
-        id: Bun.randomUUIDv7(), tenant: s.tenant, due_at: now, priority: s.priority,
-        idempotency_key: `${s.id}@${now.toISOString()}`, request_hash: null, schedule_id: s.id, nominal_time: now,
-        target: s.target, max_attempts: s.max_attempts, backoff_base_ms: Number(s.backoff_base_ms),
-        backoff_max_ms: Number(s.backoff_max_ms), timeout_ms: Number(s.timeout_ms), expires_at: null,
-        window_ms: 0, async: s.async ?? false, host_limits: s.host_limits ?? null, verify_url: s.verify_url ?? null,
-      }]);
+      return insertJobsIn(q, [triggeredJob(s, now)]);
     });
     c.set("audited", true);
     await insertAudit(db, { actor: principal(c).actor, tenant: s.tenant, action: "schedule.triggered", objectId: s.id, reason: body.reason ?? null, details: { job_id: r.job.id } });

@@ -1,6 +1,7 @@
 import type { Db, Queryable, Tx } from "../store/db.ts";
 import { errorCode, isDataError, isDatabaseError } from "../store/db-errors.ts";
 import { insertJobsIn, type NewJob } from "../store/jobs.ts";
+import { occurrenceJob, windowJitter } from "../store/new-job.ts";
 import { lockShards, type ShardFence } from "../store/shards.ts";
 import type { ScheduleRow } from "../store/schedules.ts";
 import { sql } from "../store/sql.ts";
@@ -138,9 +139,9 @@ export class ScheduleGenerator {
     // misfire policy asked for; they do not block each other.
     for (const occ of plan.create) {
       if (s.overlap === "allow" || active === 0) {
-        jobs.push(this.occurrenceJob(s, occ, nowMs, false));
+        jobs.push(this.place(s, occ, nowMs, false));
       } else if (s.overlap === "queue" && held < s.max_queued) {
-        jobs.push(this.occurrenceJob(s, occ, nowMs, true));
+        jobs.push(this.place(s, occ, nowMs, true));
         held++;
       } else {
         skipped++;
@@ -162,12 +163,9 @@ export class ScheduleGenerator {
     }
   }
 
-  private occurrenceJob(s: ScheduleRow, occ: Occurrence, nowMs: number, heldBack: boolean): NewJob {
-    const nominal = new Date(occ.nominal);
-    const windowMs = Number(s.window_ms);
-    // The window moves the start later, never earlier; grace and start-by count from there,
-    // so a start spread late by its window is neither a catch-up nor a misfire.
-    const spread = occ.nominal + Math.floor(Math.random() * (windowMs + 1));
+  /** Where the window spreads the occurrence, and when it is due: catch-up is paced per tenant. */
+  private place(s: ScheduleRow, occ: Occurrence, nowMs: number, heldBack: boolean): NewJob {
+    const spread = occ.nominal + windowJitter(Number(s.window_ms));
     let due = spread;
     if (occ.late) {
       // Catch-up is released at a bounded rate, never as one burst.
@@ -176,32 +174,7 @@ export class ScheduleGenerator {
       if (this.catchupCursor.size >= 10_000) for (const [t, at] of this.catchupCursor) if (at <= nowMs) this.catchupCursor.delete(t);
       this.catchupCursor.set(s.tenant, due + 1000 / this.o.catchupPerSecond);
     }
-    const startWithin = s.misfire === "skip" || occ.strictStart ? occ.graceMs : Number(s.catchup_window_ms);
-    return {
-      id: Bun.randomUUIDv7(),
-      tenant: s.tenant,
-      // Held until the occurrence before it finishes (a trigger releases it).
-      due_at: heldBack ? "infinity" : new Date(due),
-      scheduled_for: new Date(due),
-      priority: s.priority,
-      idempotency_key: `${s.id}@${nominal.toISOString()}`,
-      request_hash: null,
-      schedule_id: s.id,
-      nominal_time: nominal,
-      target: s.target,
-      max_attempts: s.max_attempts,
-      backoff_base_ms: Number(s.backoff_base_ms),
-      backoff_max_ms: Number(s.backoff_max_ms),
-      timeout_ms: Number(s.timeout_ms),
-      expires_at: null,
-      window_ms: windowMs,
-      async: s.async ?? false,
-      start_by: new Date(Math.max(spread + startWithin, occ.late ? due + occ.graceMs : 0)),
-      catchup_after: new Date(spread + occ.graceMs),
-      catchup: occ.late,
-      host_limits: s.host_limits ?? null,
-      verify_url: s.verify_url ?? null,
-    };
+    return occurrenceJob(s, { ...occ, spread, due, heldBack });
   }
 }
 

@@ -18,6 +18,7 @@ import m016 from "../../sql/migrations/016_delivery_path_indexes.sql" with { typ
 import m019 from "../../sql/migrations/019_capture_inserts_per_statement.sql" with { type: "text" };
 import m022 from "../../sql/migrations/022_signing_keys.sql" with { type: "text" };
 import m024 from "../../sql/migrations/024_verify_before_retry.sql" with { type: "text" };
+import m025 from "../../sql/migrations/025_claimable.sql" with { type: "text" };
 import m026 from "../../sql/migrations/026_attempts_without_fk.sql" with { type: "text" };
 
 export interface Migration { version: number; name: string; sql: string }
@@ -42,5 +43,6 @@ export const MIGRATIONS: Migration[] = [
   { version: 19, name: "019_capture_inserts_per_statement", sql: m019 },
   { version: 22, name: "022_signing_keys", sql: m022 },
   { version: 24, name: "024_verify_before_retry", sql: m024 },
+  { version: 25, name: "025_claimable", sql: m025 },
   { version: 26, name: "026_attempts_without_fk", sql: m026 },
 ];
