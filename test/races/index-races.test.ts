@@ -278,6 +278,10 @@ describe("Redis due index races (postgres)", () => {
     const refill = async (n: number) => {
       const rows = (await insertJobs(t.db, Array.from({ length: n }, () => newJob({ due_at: new Date() })))).map((r) => r.job);
       if (rows.length > 0) await index.entriesUpsert({ entries: rows.map((r) => ({ jobId: r.id, dueMs: r.due_at.getTime() })) });
+      // And the relay done with them before the next pass: relayed after a pass had claimed
+      // them, their entries came back stale, and once passes got fast (~4 ms) the index's head
+      // held 40 such entries and a pass claimed nothing.
+      await eventually(async () => (await outboxCount(t.db)) === 0, 20_000, "the relay to catch up");
     };
 
     // The first pass reconciles (the first claim always does): a reconciliation that ran

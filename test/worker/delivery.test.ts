@@ -141,6 +141,10 @@ for (const driver of DRIVERS) {
         const first = await create({ target: { url: `${busy.url}/first` }, retry: { max_attempts: 1 } });
         await eventually(() => busy.callsTo("/first").length === 1, 5000, "first call");
         const throttledAt = busy.callsTo("/first")[0].at;
+        // The worker has read the 429 (the host's pause is set before the outcome is written):
+        // created when the request had only arrived, the second job could be called before
+        // the answer was read (83 ms after, in a parallel full run).
+        await eventually(async () => (await job(first.id)).attempt_log?.[0]?.outcome === "throttled", 5000, "the 429 recorded");
         const second = await create({ target: { url: `${busy.url}/second` } });
         const done = await settled(second.id, "succeeded", 10_000);
         expect(busy.callsTo("/second")[0].at - throttledAt).toBeGreaterThanOrEqual(1900);
