@@ -64,15 +64,6 @@ RETURNING id;
 -- name: NotifyScheduleDue
 SELECT pg_notify('scheduler_due', $1::text);
 
--- name: LockDispatchLease
--- Fencing for occurrence generation: the whole transaction runs under this shared lock on
--- the lease row, so a takeover waits for it to commit, and a stale leader finds no row.
--- $4/$5: this region must hold the authority, at this generation.
-SELECT 1 AS ok FROM leases l, region_authority a
-WHERE l.name = $1 AND l.owner = $2 AND l.epoch = $3 AND l.lease_until > now()
-  AND a.home_region = $4 AND a.generation = $5
-FOR SHARE;
-
 -- name: DueSchedules
 -- Due schedules of the shards $2 (of $3) only: occurrence generation is sharded like claims.
 SELECT *, now() AS db_now FROM schedules
