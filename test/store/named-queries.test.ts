@@ -8,23 +8,14 @@ import { parseNamedQueries } from "../../src/store/sql.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 
-function sourceFiles(dir: string): string[] {
-  const out: string[] = [];
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...sourceFiles(p));
-    else if (e.name.endsWith(".ts")) out.push(p);
-  }
-  return out;
-}
-
 describe("named queries", () => {
   const queryDir = join(ROOT, "sql/queries");
   const names: string[] = [];
   for (const f of readdirSync(queryDir).filter((f) => f.endsWith(".sql"))) {
     names.push(...parseNamedQueries(readFileSync(join(queryDir, f), "utf8")).keys());
   }
-  const source = sourceFiles(join(ROOT, "src")).map((f) => readFileSync(f, "utf8")).join("\n");
+  const src = join(ROOT, "src");
+  const source = [...new Bun.Glob("**/*.ts").scanSync(src)].map((f) => readFileSync(join(src, f), "utf8")).join("\n");
 
   test("the scan sees the queries and the code", () => {
     expect(names.length).toBeGreaterThan(100);
