@@ -19,7 +19,7 @@ import { databaseIsStandby, seedAuthority } from "./store/authority.ts";
 import { RegionAuthority } from "./region/authority.ts";
 import { openDb } from "./store/open.ts";
 import { FaultSwitch, withTestFaults } from "./store/test-faults.ts";
-import type { JobRow } from "./store/types.ts";
+import type { ClaimedJob } from "./store/types.ts";
 import { Worker } from "./worker/worker.ts";
 import { SigningKeyring } from "./worker/signing-keyring.ts";
 import { useDnsServers } from "./worker/target-guard.ts";
@@ -52,11 +52,11 @@ export interface StartOptions {
   db?: Db;
   log?: Logger;
   /** Test seam, see WorkerOptions.beforeStart. */
-  beforeStart?: (jobs: JobRow[]) => Promise<void>;
+  beforeStart?: (jobs: ClaimedJob[]) => Promise<void>;
   /** Test seam, see WorkerOptions.afterStartAttempts. */
   afterStartAttempts?: (jobIds: string[]) => Promise<void>;
   /** Test seam, see DispatcherOptions.afterClaim. */
-  afterClaim?: (jobs: JobRow[]) => Promise<void>;
+  afterClaim?: (jobs: ClaimedJob[]) => Promise<void>;
   /** Aborts a start that is still waiting (for a standby database to be promoted). */
   signal?: AbortSignal;
   /** Test-only: arms and disarms SCHEDULER_TEST_FAULTS (main.ts toggles it on SIGUSR2). */

@@ -36,7 +36,12 @@ UPDATE jobs j SET
   lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
   lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now()
 FROM due WHERE j.id = due.id
-RETURNING j.*;
+-- Only the columns a call needs (CLAIMED_COLUMNS in src/store/types.ts, same order).
+RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.version, j.calls,
+  j.tries, j.idempotency_key, j.schedule_id, j.nominal_time, j.target, j.max_attempts,
+  j.backoff_base_ms, j.backoff_max_ms, j.timeout_ms, j.expires_at, j.async, j.cancel_requested,
+  j.throttle_until, j.epoch, j.queued_at, j.lease_generation, j.host_limits, j.verify_url,
+  j.lease_key, j.checkpoint, j.slot;
 
 -- name: ClaimDueIds
 -- ClaimDue restricted to candidates from the Redis index ($8: job ids). The index is never
@@ -73,7 +78,12 @@ UPDATE jobs j SET
   lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
   lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now()
 FROM due WHERE j.id = due.id
-RETURNING j.*;
+-- Only the columns a call needs (CLAIMED_COLUMNS in src/store/types.ts, same order).
+RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.version, j.calls,
+  j.tries, j.idempotency_key, j.schedule_id, j.nominal_time, j.target, j.max_attempts,
+  j.backoff_base_ms, j.backoff_max_ms, j.timeout_ms, j.expires_at, j.async, j.cancel_requested,
+  j.throttle_until, j.epoch, j.queued_at, j.lease_generation, j.host_limits, j.verify_url,
+  j.lease_key, j.checkpoint, j.slot;
 
 -- name: ExpireDue
 -- Jobs not started by expires_at never run (waiting for their time, a retry or a worker).

@@ -18,7 +18,12 @@ UPDATE jobs j SET status = 'running', lease_owner = $1,
   lease_generation = j.lease_generation + 1,
   lease_until = now() + make_interval(secs => $3::float8 / 1000), updated_at = now()
 FROM c WHERE j.id = c.id
-RETURNING j.*;
+-- Only the columns a call needs (CLAIMED_COLUMNS in src/store/types.ts, same order).
+RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.version, j.calls,
+  j.tries, j.idempotency_key, j.schedule_id, j.nominal_time, j.target, j.max_attempts,
+  j.backoff_base_ms, j.backoff_max_ms, j.timeout_ms, j.expires_at, j.async, j.cancel_requested,
+  j.throttle_until, j.epoch, j.queued_at, j.lease_generation, j.host_limits, j.verify_url,
+  j.lease_key, j.checkpoint, j.slot;
 
 -- name: StartAttempts
 -- The check right before calling: still ours (owner + generation), same version (no cancel

@@ -4,7 +4,7 @@ import type { LeaseHold } from "../store/leases.ts";
 import type { ShardFence } from "../store/shards.ts";
 import { ShardOwnership } from "./shard-ownership.ts";
 import { SLOTS } from "../store/shards.ts";
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { fencingToken } from "../region/fencing.ts";
@@ -55,7 +55,7 @@ export interface DispatcherOptions {
   /** Worker slots that serve only jobs of at least minPriority (the workers' setting). */
   reservedSlots?: { slots: number; minPriority: number };
   /** Test seam, see DueClaimerOptions.afterClaim. */
-  afterClaim?: (jobs: JobRow[]) => Promise<void>;
+  afterClaim?: (jobs: ClaimedJob[]) => Promise<void>;
   /** The database's clock, to plan wake-ups by (absent: the process clock). */
   clock?: DbClock;
 }
@@ -69,7 +69,7 @@ export interface LocalWorker {
   /** The same for the slots only the reserved class may use (after takeSlots). */
   takeReservedSlots(n: number): number;
   giveBackReserved(n: number): void;
-  accept(jobs: JobRow[]): void;
+  accept(jobs: ClaimedJob[]): void;
   /** Whether a claim now would be a batch worth its statements (or the worker is idle). */
   wantsMore(): boolean;
 }
@@ -276,7 +276,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (local && !local.wantsMore()) return { claimed: 0, full: false, capped: true, localFull: true };
     const room = local ? local.takeSlots(this.o.batch) : 0;
     const roomHigh = local && rs ? local.takeReservedSlots(this.o.batch - room) : 0;
-    let claimed: JobRow[] = [];
+    let claimed: ClaimedJob[] = [];
     let limit: number;
     if (local && room + roomHigh === 0) {
       return { claimed: 0, full: false, capped: true, localFull: true };
@@ -286,7 +286,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       // Claimed jobs are running under the worker's lease from the claim's commit on: they
       // go to it even if a later step of the pass throws, or they would wait out the lease.
       const handOver = async (p: ClaimParams) => {
-        const got: JobRow[] = [];
+        const got: ClaimedJob[] = [];
         try {
           await this.claimer.claim(p, got);
         } finally {

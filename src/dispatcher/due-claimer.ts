@@ -1,7 +1,7 @@
 import type { Db } from "../store/db.ts";
 import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, dueCandidates, scheduledTenants, tenantsInFlight } from "../store/dispatch-queries.ts";
 import type { ShardFence } from "../store/shards.ts";
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { type IndexKeeper, RECONCILE_LATE_MS } from "../index/index-keeper.ts";
 import { DUE_LIST_MAX } from "../index/due-index.ts";
@@ -25,7 +25,7 @@ export interface DueClaimerOptions {
    * Test seam: runs after each claim statement has committed, before the rest of the pass
    * (index settling, reconciliation); a throw here is such a later step failing.
    */
-  afterClaim?: (jobs: JobRow[]) => Promise<void>;
+  afterClaim?: (jobs: ClaimedJob[]) => Promise<void>;
   /** The database's clock: aging measures lateness against due instants on it. */
   clock: DbClock;
 }
@@ -51,7 +51,7 @@ export class DueClaimer {
    * (index settling, reconciliation), the caller still has every job claimed so far and
    * must hand them on, or they would sit claimed until their lease lapses.
    */
-  async claim(p: ClaimParams, into: JobRow[] = []): Promise<JobRow[]> {
+  async claim(p: ClaimParams, into: ClaimedJob[] = []): Promise<ClaimedJob[]> {
     const t0 = performance.now();
     const start = into.length;
     await this.discoverAndClaim({ ...p, horizonMs: this.o.prestageMs }, into);
@@ -60,14 +60,14 @@ export class DueClaimer {
     return into.slice(start);
   }
 
-  private async discoverAndClaim(p: ClaimParams, into: JobRow[]): Promise<void> {
+  private async discoverAndClaim(p: ClaimParams, into: ClaimedJob[]): Promise<void> {
     const keeper = this.o.index;
     const shards = shardsOf(p.fence);
     if (!keeper?.usable) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into);
     // The safety net behind the index runs on its own clock, first: an index whose candidates
     // fill every pass must not keep a job it missed waiting (reconcileBoundMs). It claims
     // oldest first, without the planner: these jobs are already late.
-    let reconciled: JobRow[] = [];
+    let reconciled: ClaimedJob[] = [];
     if (p.minPriority === undefined && keeper.reconcileNow()) {
       reconciled = await claimDue(this.o.db, { ...p, lateMs: RECONCILE_LATE_MS });
       into.push(...reconciled);
@@ -106,7 +106,7 @@ export class DueClaimer {
   }
 
   /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
-  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: JobRow[]): Promise<void> {
+  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: ClaimedJob[]): Promise<void> {
     this.held = false;
     if (p.minPriority !== undefined) rows = rows.filter((r) => r.priority >= p.minPriority!);
     if (rows.length === 0) return;

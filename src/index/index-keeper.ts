@@ -18,7 +18,7 @@ import type { Metrics } from "../obs/metrics.ts";
 import type { Db } from "../store/db.ts";
 import type { LeaseHold } from "../store/leases.ts";
 import { sql } from "../store/sql.ts";
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { indexCaptureEnabled, setIndexCapture } from "./capture.ts";
 import { type DueChange, type DueEntry, type DueIndex } from "./due-index.ts";
@@ -237,7 +237,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
    * (a claimed job failed and was retried, a job was rescheduled), and that entry must stay.
    * Best effort: a failure here only leaves entries that the next validation drops again.
    */
-  async settle(candidates: DueEntry[], claimed: JobRow[]): Promise<void> {
+  async settle(candidates: DueEntry[], claimed: ClaimedJob[]): Promise<void> {
     if (candidates.length === 0) return;
     const taken = new Set(claimed.map((c) => c.id));
     const changes: DueChange[] = [];
@@ -285,7 +285,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
   }
 
   /** Jobs the reconciliation pass claimed: the index missed them. */
-  noteReconciled(jobs: JobRow[]): void {
+  noteReconciled(jobs: ClaimedJob[]): void {
     if (jobs.length === 0) return;
     this.o.metrics.indexReconciled.inc(jobs.length);
     for (const j of jobs) {

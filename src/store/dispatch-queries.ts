@@ -1,7 +1,7 @@
 import type { ShardFence } from "./shards.ts";
 import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
-import type { JobRow } from "./types.ts";
+import type { ClaimedJob } from "./types.ts";
 
 /**
  * Fenced claim of due jobs, tagged with the holder's fencing token: into queued, or with
@@ -25,13 +25,13 @@ const fenceParams = (f: ShardFence) => ({ owner: f.owner, shards: f.shards.map((
 /** `lateMs`: claim only jobs at least this late (the reconciliation pass behind the Redis index). */
 export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number }) {
   const f = fenceParams(p.fence);
-  return db.query<JobRow>(sql("ClaimDue"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0, p.fence.region, p.fence.generation, p.fence.count]);
+  return db.query<ClaimedJob>(sql("ClaimDue"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0, p.fence.region, p.fence.generation, p.fence.count]);
 }
 
 /** claimDue restricted to these job ids (candidates from the Redis index, validated here). */
 export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[] }) {
   const f = fenceParams(p.fence);
-  return db.query<JobRow>(sql("ClaimDueIds"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation, p.fence.count, p.horizonMs ?? 0]);
+  return db.query<ClaimedJob>(sql("ClaimDueIds"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation, p.fence.count, p.horizonMs ?? 0]);
 }
 
 export async function expireDue(db: Queryable, limit: number) {

@@ -88,6 +88,24 @@ export interface JobRow {
   updated_at: Date;
 }
 
+/**
+ * The columns a claim returns (ClaimDue, ClaimDueIds, ClaimQueued): what a call, its pre-call
+ * check and its completion read, and nothing else. A claim returns hundreds of rows per
+ * statement on the hot path, and every column is decoded in the event loop that also starts
+ * the calls: the bookkeeping columns (created_at, updated_at, last_error, lease_until, …) cost
+ * time there and no call uses them. The SQL lists these names in the same order; a test
+ * compares them.
+ */
+export const CLAIMED_COLUMNS = [
+  "id", "tenant", "status", "due_at", "scheduled_for", "priority", "version", "calls", "tries",
+  "idempotency_key", "schedule_id", "nominal_time", "target", "max_attempts", "backoff_base_ms",
+  "backoff_max_ms", "timeout_ms", "expires_at", "async", "cancel_requested", "throttle_until",
+  "epoch", "queued_at", "lease_generation", "host_limits", "verify_url", "lease_key", "checkpoint", "slot",
+] as const satisfies readonly (keyof JobRow)[];
+
+/** A job as a claim returns it: see CLAIMED_COLUMNS. */
+export type ClaimedJob = Pick<JobRow, (typeof CLAIMED_COLUMNS)[number]>;
+
 export interface AttemptRow {
   id: string;
   job_id: string;

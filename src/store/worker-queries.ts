@@ -1,12 +1,12 @@
 import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
-import type { JobRow } from "./types.ts";
+import type { ClaimedJob } from "./types.ts";
 
 export interface Claimed { id: string; gen: number }
 
 /** Takes queued jobs; nothing unless `region` holds the region authority. */
-export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number; region: string; horizonMs?: number; minPriority?: number }): Promise<JobRow[]> {
-  return db.query<JobRow>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs, p.region, p.horizonMs ?? 0, p.minPriority ?? null]);
+export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number; region: string; horizonMs?: number; minPriority?: number }): Promise<ClaimedJob[]> {
+  return db.query<ClaimedJob>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs, p.region, p.horizonMs ?? 0, p.minPriority ?? null]);
 }
 
 /**

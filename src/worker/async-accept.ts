@@ -1,6 +1,6 @@
 import type { Db } from "../store/db.ts";
 import { acceptAsync } from "../store/async-queries.ts";
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { DeliveryContext, DeliveryResult } from "./deliver.ts";
 import { makeLeaseToken } from "./lease-token.ts";
@@ -12,13 +12,13 @@ import { makeLeaseToken } from "./lease-token.ts";
 export const ASYNC_CALL_TIMEOUT_MS = 30_000;
 
 /** The extra parts of an async job's call: its lease token and the call's time limit. */
-export function asyncCallContext(job: JobRow, gen: number): Pick<DeliveryContext, "leaseToken" | "callTimeoutMs"> {
+export function asyncCallContext(job: ClaimedJob, gen: number): Pick<DeliveryContext, "leaseToken" | "callTimeoutMs"> {
   if (!job.async || !job.lease_key) return {};
   return { leaseToken: makeLeaseToken(job.lease_key, job.id, gen), callTimeoutMs: Math.min(Number(job.timeout_ms), ASYNC_CALL_TIMEOUT_MS) };
 }
 
 /** Whether this answer hands the job over: an async job's target answered 2xx. */
-export function isAcceptance(job: JobRow, r: DeliveryResult): boolean {
+export function isAcceptance(job: ClaimedJob, r: DeliveryResult): boolean {
   return job.async && r.outcome === "success";
 }
 
@@ -29,7 +29,7 @@ export function isAcceptance(job: JobRow, r: DeliveryResult): boolean {
  * the heartbeats stop, and ends it at its execution ceiling.
  */
 export async function recordAcceptance(
-  db: Db, log: Logger, p: { owner: string; job: JobRow; gen: number; attemptId: string; leaseMs: number; r: DeliveryResult },
+  db: Db, log: Logger, p: { owner: string; job: ClaimedJob; gen: number; attemptId: string; leaseMs: number; r: DeliveryResult },
 ): Promise<void> {
   const ok = await acceptAsync(db, { owner: p.owner, jobId: p.job.id, gen: p.gen, leaseMs: p.leaseMs, attemptId: p.attemptId, httpStatus: p.r.httpStatus });
   const fields = { job_id: p.job.id, http_status: p.r.httpStatus, lease_ms: p.leaseMs };

@@ -1,7 +1,7 @@
 import type { Queryable } from "../store/db.ts";
 import { asyncPastDeadline, finishAsync, type AsyncFinish } from "../store/async-queries.ts";
 import { transactionNow } from "../store/jobs.ts";
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob, JobRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { formatDuration } from "../time/duration.ts";
@@ -20,7 +20,7 @@ export type AsyncReport =
  * given, replaces the backoff delay, as a Retry-After would), a passed ceiling is `unknown`
  * (the work may have happened), a success ends it.
  */
-export function decideAsync(job: JobRow, report: AsyncReport, nowMs: number, random: () => number = Math.random): Omit<AsyncFinish, "jobId" | "gen" | "beforeDeadline"> {
+export function decideAsync(job: ClaimedJob, report: AsyncReport, nowMs: number, random: () => number = Math.random): Omit<AsyncFinish, "jobId" | "gen" | "beforeDeadline"> {
   const at = new Date(nowMs);
   const error = report.kind === "failed"
     ? `the target reported failure${report.error ? `: ${report.error}` : ""}`
@@ -46,7 +46,7 @@ export function decideAsync(job: JobRow, report: AsyncReport, nowMs: number, ran
 }
 
 /** Ends the async attempt of generation `gen`; undefined when it had already ended. */
-export async function endAsyncAttempt(db: Queryable, job: JobRow, gen: number, report: AsyncReport, metrics: Metrics): Promise<JobRow | undefined> {
+export async function endAsyncAttempt(db: Queryable, job: ClaimedJob, gen: number, report: AsyncReport, metrics: Metrics): Promise<JobRow | undefined> {
   // expires_at is on the database's clock: the retry-or-expire decision reads that clock
   // (a report is rare enough for the extra round trip).
   const now = (await transactionNow(db)).getTime();

@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { ABORT_LEASE, ABORT_STOP } from "./abort-reasons.ts";
@@ -46,7 +46,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
   d.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
   const loaded = await withBody(job, d.payloads);
   const notSent = "result" in loaded ? loaded.result : await waitOutPause(d.limiter, job, f.abort.signal);
-  const r: DeliveryResult = notSent ?? await deliver((loaded as { job: JobRow }).job, {
+  const r: DeliveryResult = notSent ?? await deliver((loaded as { job: ClaimedJob }).job, {
     attemptId, attemptNumber: number, catchup, signingKeys: d.keyring?.keysFor(job.tenant, job.schedule_id),
     allowPrivateTargets: d.allowPrivateTargets, signal: f.abort.signal, ...asyncCallContext(job, f.gen),
   });

@@ -1,4 +1,4 @@
-import type { JobRow, JobStatus } from "../store/types.ts";
+import type { ClaimedJob, JobStatus } from "../store/types.ts";
 import { backoffDelay } from "./backoff.ts";
 import type { DeliveryResult } from "./deliver.ts";
 
@@ -16,7 +16,7 @@ export interface NextState {
 }
 
 /** What a call's classified answer means for the job (API.md classification table). */
-export function decideNext(job: JobRow, r: DeliveryResult, nowMs: number, random: () => number = Math.random): NextState {
+export function decideNext(job: ClaimedJob, r: DeliveryResult, nowMs: number, random: () => number = Math.random): NextState {
   const base = { countsTry: false, throttleUntil: null, deadReason: null, error: r.error, delayMs: null };
   if (r.outcome === "success") return { ...base, status: "succeeded", countsTry: true };
   if (r.outcome === "permanent") {

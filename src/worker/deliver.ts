@@ -1,4 +1,4 @@
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import { classifyFetchError, classifyStatus, type Outcome } from "./classify.ts";
 import { parseRetryAfter } from "./retry-after.ts";
 import { signatureHeader } from "./signature.ts";
@@ -37,7 +37,7 @@ export interface DeliveryResult {
 }
 
 /** The headers every call carries (API.md "What a webhook target receives"). */
-export function webhookHeaders(job: JobRow, ctx: DeliveryContext, body: string, nowMs: number): Record<string, string> {
+export function webhookHeaders(job: ClaimedJob, ctx: DeliveryContext, body: string, nowMs: number): Record<string, string> {
   const ts = Math.floor(nowMs / 1000);
   const h: Record<string, string> = {};
   for (const [k, v] of Object.entries(job.target.headers)) h[k.toLowerCase()] = v;
@@ -67,7 +67,7 @@ export function webhookHeaders(job: JobRow, ctx: DeliveryContext, body: string, 
  * One call to the target, outside any transaction. Never throws: every way a call can end
  * becomes a classified result.
  */
-export async function deliver(job: JobRow, ctx: DeliveryContext): Promise<DeliveryResult> {
+export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<DeliveryResult> {
   const startedAt = new Date();
   const done = (r: Omit<DeliveryResult, "startedAt" | "finishedAt">): DeliveryResult => ({ ...r, startedAt, finishedAt: new Date() });
   let call: PinnedCall;

@@ -1,4 +1,4 @@
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import type { DeliveryResult } from "./deliver.ts";
 import { type HostLimiter, laneKey } from "./host-limiter.ts";
 
@@ -11,7 +11,7 @@ const MAX_PAUSE_WAIT_MS = 2000;
  * pause is waited out; after a longer one the job is retried, as throttled (no try used up),
  * without a call. Returns a result only when nothing is sent.
  */
-export async function waitOutPause(limiter: HostLimiter<unknown>, job: JobRow, signal: AbortSignal): Promise<DeliveryResult | undefined> {
+export async function waitOutPause(limiter: HostLimiter<unknown>, job: ClaimedJob, signal: AbortSignal): Promise<DeliveryResult | undefined> {
   const host = laneKey(job.target.url, job.tenant, job.host_limits);
   for (;;) {
     const ms = limiter.pausedUntil(host) - Date.now();

@@ -1,6 +1,6 @@
 import type { Queryable } from "../store/db.ts";
 import { loadPayload } from "../store/payloads.ts";
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import type { DeliveryResult } from "./deliver.ts";
 
 export interface PayloadCacheOptions {
@@ -63,7 +63,7 @@ export class PayloadCache {
  * The job as it is to be sent: a body stored apart is loaded into its target. A payload that
  * is gone is a permanent failure (retrying cannot bring it back); a failed load is transient.
  */
-export async function withBody(job: JobRow, cache: PayloadCache): Promise<{ job: JobRow } | { result: DeliveryResult }> {
+export async function withBody(job: ClaimedJob, cache: PayloadCache): Promise<{ job: ClaimedJob } | { result: DeliveryResult }> {
   const ref = job.target.body_ref;
   if (!ref) return { job };
   const at = new Date();

@@ -1,4 +1,4 @@
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import { signatureHeader } from "./signature.ts";
 import { pinTarget, type PinnedCall } from "./pinned-target.ts";
 
@@ -16,12 +16,12 @@ export interface VerifyCallOptions {
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 /** The Idempotency-Key a call of this job carries (API.md), which the verify GET repeats. */
-export function idempotencyKeyOf(job: Pick<JobRow, "id" | "idempotency_key" | "schedule_id" | "nominal_time">): string {
+export function idempotencyKeyOf(job: Pick<ClaimedJob, "id" | "idempotency_key" | "schedule_id" | "nominal_time">): string {
   return job.idempotency_key ?? (job.schedule_id && job.nominal_time ? `${job.schedule_id}@${job.nominal_time.toISOString()}` : job.id);
 }
 
 /** The verify GET's headers: the call's identity, signed over an empty body with the call's keys (API.md). */
-export function verifyHeaders(job: JobRow, signingKeys: readonly Uint8Array[] | undefined, nowMs: number): Record<string, string> {
+export function verifyHeaders(job: ClaimedJob, signingKeys: readonly Uint8Array[] | undefined, nowMs: number): Record<string, string> {
   const ts = Math.floor(nowMs / 1000);
   const h: Record<string, string> = {
     "webhook-id": job.id,
@@ -40,7 +40,7 @@ export function verifyHeaders(job: JobRow, signingKeys: readonly Uint8Array[] | 
  * throws: a refused URL, an error, a timeout or an answer of another shape is "error", and
  * the caller retries as it would have without asking.
  */
-export async function askVerify(job: JobRow, url: string, o: VerifyCallOptions): Promise<VerifyAnswer> {
+export async function askVerify(job: ClaimedJob, url: string, o: VerifyCallOptions): Promise<VerifyAnswer> {
   let call: PinnedCall;
   try {
     // Same guard as a call: a verify URL on a private address is refused unless allowed, and

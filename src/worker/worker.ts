@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import type { JobRow } from "../store/types.ts";
+import type { ClaimedJob } from "../store/types.ts";
 import { claimQueued, deferJobs, releaseJobs, startAttempts } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
@@ -56,7 +56,7 @@ export interface WorkerOptions {
   /** Pre-staging: also take queued jobs due this many ms from now, each held until due. */
   prestageMs?: number;
   /** Test seam: runs between the claim and the pre-call check, to force races there. */
-  beforeStart?: (jobs: JobRow[]) => Promise<void>;
+  beforeStart?: (jobs: ClaimedJob[]) => Promise<void>;
   /**
    * Test seam: runs once the pre-call check's statement has answered; a throw here is a reply
    * lost after the commit (the client cannot tell whether it committed).
@@ -67,7 +67,7 @@ export interface WorkerOptions {
 }
 
 export interface InFlight {
-  job: JobRow;
+  job: ClaimedJob;
   gen: number;
   abort: AbortController;
   /** performance.now() just before the last statement that extended the lease was sent. */
@@ -323,7 +323,7 @@ export class Worker {
   }
 
   /** Jobs a dispatcher in this process claimed straight into running under our lease. */
-  accept(jobs: JobRow[]): void {
+  accept(jobs: ClaimedJob[]): void {
     this.reserve(jobs, performance.now());
     this.handled(this.startClaimed(jobs));
   }
@@ -339,7 +339,7 @@ export class Worker {
   }
 
   /** `leaseAt`: when the claim that took these leases was sent (the renewer's watchdog counts from it). */
-  private reserve(jobs: JobRow[], leaseAt: number): void {
+  private reserve(jobs: ClaimedJob[], leaseAt: number): void {
     for (const job of jobs) this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController(), leaseAt });
   }
 
@@ -355,7 +355,7 @@ export class Worker {
    * the call; room soon → it waits here (see pump); else it is handed back, due again later,
    * without a call and without using up an attempt.
    */
-  private async startClaimed(claimed: JobRow[]): Promise<void> {
+  private async startClaimed(claimed: ClaimedJob[]): Promise<void> {
     try {
       await this.o.beforeStart?.(claimed);
     } catch (err) {

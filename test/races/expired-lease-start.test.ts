@@ -32,7 +32,9 @@ for (const driver of DRIVERS) {
         beforeStart: async (jobs) => {
           const j = jobs.find((x) => x.target.url.endsWith("/stall"));
           if (!j || stalled) return;
-          stalled = { gen: j.lease_generation, leaseUntil: j.lease_until!.getTime() };
+          // A claim returns no lease_until (CLAIMED_COLUMNS): read it off the row.
+          const [row] = await t.db.query<{ lease_until: Date }>("SELECT lease_until FROM jobs WHERE id = $1", [j.id]);
+          stalled = { gen: j.lease_generation, leaseUntil: row.lease_until.getTime() };
           // A stop-the-world pause of the whole process (a long GC, SIGSTOP): the renewer
           // stops too. It ends once the lease has lapsed by the database's clock (the same
           // machine's), plus a little.
