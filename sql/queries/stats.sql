@@ -15,15 +15,20 @@ FROM jobs
 WHERE ($1::text IS NULL OR tenant = $1) AND status IN ('scheduled', 'dead');
 
 -- name: StatsRecentAttempts
--- Attempts finished in the last $2 seconds (at most $3 of the newest): outcomes, and the
--- start lag of first calls (due instant → call start). One tenant ($1) or all.
+-- Calls started in the last $2 seconds that have ended (at most $3 of the newest): outcomes,
+-- and the start lag of first calls (due instant → call start). One tenant ($1) or all.
+-- The window is a range of the primary key: attempt ids are version 7 UUIDs, made when the
+-- call's pre-call check opened the attempt (027). No index on finished_at: the completion
+-- stays a HOT update. The upper bound keeps the random ids of attempts made before 027 out.
 WITH a AS (
   SELECT a.outcome, a.number, extract(epoch FROM a.started_at - j.scheduled_for) AS lag_s,
     extract(epoch FROM a.finished_at - a.started_at) AS exec_s
   FROM attempts a JOIN jobs j ON j.id = a.job_id
-  WHERE a.finished_at > now() - make_interval(secs => $2::float8)
+  WHERE a.id >= uuid_v7_floor(now() - make_interval(secs => $2::float8))
+    AND a.id < uuid_v7_floor(now() + interval '1 hour')
+    AND a.finished_at IS NOT NULL
     AND ($1::text IS NULL OR j.tenant = $1)
-  ORDER BY a.finished_at DESC
+  ORDER BY a.id DESC
   LIMIT $3
 )
 SELECT outcome, GROUPING(outcome) = 1 AS is_total, count(*) AS n,
@@ -42,9 +47,11 @@ FROM a GROUP BY ROLLUP (outcome);
 WITH a AS (
   SELECT extract(epoch FROM a.started_at - j.scheduled_for) AS lag_s
   FROM attempts a JOIN jobs j ON j.id = a.job_id
-  WHERE a.finished_at > now() - make_interval(secs => $2::float8) AND a.number = 1
+  WHERE a.id >= uuid_v7_floor(now() - make_interval(secs => $2::float8))
+    AND a.id < uuid_v7_floor(now() + interval '1 hour')
+    AND a.finished_at IS NOT NULL AND a.number = 1
     AND ($1::text IS NULL OR j.tenant = $1)
-  ORDER BY a.finished_at DESC
+  ORDER BY a.id DESC
   LIMIT $3
 )
 SELECT width_bucket(lag_s, $4::float8[]) AS bucket, count(*) AS n FROM a GROUP BY 1 ORDER BY 1;

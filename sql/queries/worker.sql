@@ -63,7 +63,8 @@ WITH auth AS (
   RETURNING j.id, j.calls, j.lease_generation, j.epoch, j.catchup
 ), ins AS (
   INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at)
-  SELECT gen_random_uuid(), ok.id, ok.calls, ok.lease_generation, ok.epoch, $1, now() FROM ok
+  -- $8: the attempts' ids, version 7 UUIDs made by the worker (027), each at its job's position.
+  SELECT ($8::uuid[])[array_position($2::uuid[], ok.id)], ok.id, ok.calls, ok.lease_generation, ok.epoch, $1, now() FROM ok
   RETURNING id, job_id, number
 )
 -- The catch-up flag comes from the job row by primary key, computed as in `ok` from the

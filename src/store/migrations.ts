@@ -20,6 +20,7 @@ import m022 from "../../sql/migrations/022_signing_keys.sql" with { type: "text"
 import m024 from "../../sql/migrations/024_verify_before_retry.sql" with { type: "text" };
 import m025 from "../../sql/migrations/025_claimable.sql" with { type: "text" };
 import m026 from "../../sql/migrations/026_attempts_without_fk.sql" with { type: "text" };
+import m027 from "../../sql/migrations/027_attempts_hot.sql" with { type: "text" };
 
 export interface Migration { version: number; name: string; sql: string }
 
@@ -45,4 +46,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 24, name: "024_verify_before_retry", sql: m024 },
   { version: 25, name: "025_claimable", sql: m025 },
   { version: 26, name: "026_attempts_without_fk", sql: m026 },
+  { version: 27, name: "027_attempts_hot", sql: m027 },
 ];
