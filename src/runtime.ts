@@ -19,7 +19,7 @@ import { databaseIsStandby, seedAuthority } from "./store/authority.ts";
 import { RegionAuthority } from "./region/authority.ts";
 import { openDb } from "./store/open.ts";
 import { FaultSwitch, withTestFaults } from "./store/test-faults.ts";
-import type { ClaimedJob } from "./store/types.ts";
+import type { ClaimedJob, ClaimRow } from "./store/types.ts";
 import { Worker } from "./worker/worker.ts";
 import { SigningKeyring } from "./worker/signing-keyring.ts";
 import { useDnsServers } from "./worker/target-guard.ts";
@@ -57,6 +57,8 @@ export interface StartOptions {
   afterStartAttempts?: (jobIds: string[]) => Promise<void>;
   /** Test seam, see DispatcherOptions.afterClaim. */
   afterClaim?: (jobs: ClaimedJob[]) => Promise<void>;
+  /** Test seam, see DueClaimerOptions.afterClaimReply. */
+  afterClaimReply?: (jobs: ClaimRow[]) => Promise<void>;
   /** Aborts a start that is still waiting (for a standby database to be promoted). */
   signal?: AbortSignal;
   /** Test-only: arms and disarms SCHEDULER_TEST_FAULTS (main.ts toggles it on SIGUSR2). */
@@ -147,6 +149,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       authority: rt.authority,
       flow: config.flow,
       afterClaim: opts.afterClaim,
+      afterClaimReply: opts.afterClaimReply,
       clock,
       // A new leader renews the region authority at once, not a third of a TTL later.
       onLeadership: (leading) => {

@@ -41,12 +41,22 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
   j.tries, j.idempotency_key, j.schedule_id, j.nominal_time, j.target, j.max_attempts,
   j.backoff_base_ms, j.backoff_max_ms, j.timeout_ms, j.expires_at, j.async, j.cancel_requested,
   j.throttle_until, j.epoch, j.queued_at, j.lease_generation, j.host_limits, j.verify_url,
-  j.lease_key, j.checkpoint, j.slot;
+  j.lease_key, j.checkpoint, j.slot, j.catchup, NULL::uuid AS attempt_id;
 
 -- name: ClaimDueIds
 -- ClaimDue restricted to candidates from the Redis index ($8: job ids). The index is never
 -- trusted: every condition of ClaimDue is checked again here, on the rows themselves, so a
 -- stale entry (cancelled, rescheduled, claimed, unknown) claims nothing.
+-- For a worker in this process ($7), the claim is also the pre-call check of up to $13 of
+-- the jobs (the call slots it has free now), in due order: their attempts are opened here
+-- ($14: attempt ids, at their job's position in $8), as StartAttempts would open them, and
+-- they are called as soon as the claim answers: one statement, one round trip and one row
+-- version fewer per job. What StartAttempts checks holds here by construction: the lease
+-- is this statement's own (owner, a new generation, a fresh lease_until), the version is
+-- the row's as locked, the region authority is checked at this generation in `lease`. Only
+-- jobs that go to their call at once are started: due now, no per-job host limits (the
+-- worker's limiter decides those), no cancel requested, and no verify-before-retry pending
+-- (a verify URL and an earlier call: the worker asks the target first).
 WITH lease AS (
   SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)
   JOIN leases l ON l.name = 'dispatch:' || x.shard AND l.owner = $1 AND l.epoch = x.epoch AND l.lease_until > now()
@@ -60,7 +70,10 @@ WITH lease AS (
   -- that gets one holds it until its due instant (and StartAttempts checks it again).
   -- `status || ''`: never the partial index of scheduled jobs either, whose due range is the
   -- whole herd (a BitmapAnd with it read ~50k entries per claim of 100).
-  SELECT j.id FROM jobs j
+  SELECT j.id, j.due_at,
+    j.due_at <= now() AND j.host_limits IS NULL AND NOT j.cancel_requested
+      AND (j.verify_url IS NULL OR j.calls = 0) AS startable
+  FROM jobs j
   WHERE j.id = ANY($8::uuid[]) AND j.status || '' = 'scheduled' AND j.due_at <= now() + make_interval(secs => $12::float8 / 1000)
     AND (j.expires_at IS NULL OR j.expires_at > now())
     AND claimable(j.start_by, j.calls)
@@ -68,22 +81,37 @@ WITH lease AS (
   ORDER BY j.due_at
   LIMIT $4
   FOR UPDATE OF j SKIP LOCKED
+), pick AS (
+  -- The first $13 startable jobs in due order (a window function may not share the locking SELECT).
+  SELECT id, startable AND $7::text IS NOT NULL
+    AND count(*) FILTER (WHERE startable) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) <= $13::int AS go
+  FROM due
+), c AS (
+  UPDATE jobs j SET
+    status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
+    -- Never below the token the job already carries (an earlier claim's, kept through
+    -- retries, reschedules and replays): a target keeping the highest token per job never
+    -- refuses a legitimate call, whichever holder of whichever shard claims it next.
+    epoch = greatest(j.epoch, $5::bigint), queued_at = now(), lease_owner = $7::text,
+    lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
+    lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now(),
+    -- Started here: as StartAttempts does.
+    calls = j.calls + CASE WHEN pick.go THEN 1 ELSE 0 END,
+    catchup = j.catchup OR (pick.go AND j.calls = 0 AND j.catchup_after IS NOT NULL AND now() > j.catchup_after)
+  FROM pick WHERE j.id = pick.id
+  -- Only the columns a call needs (CLAIMED_COLUMNS in src/store/types.ts, same order).
+  RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.version, j.calls,
+    j.tries, j.idempotency_key, j.schedule_id, j.nominal_time, j.target, j.max_attempts,
+    j.backoff_base_ms, j.backoff_max_ms, j.timeout_ms, j.expires_at, j.async, j.cancel_requested,
+    j.throttle_until, j.epoch, j.queued_at, j.lease_generation, j.host_limits, j.verify_url,
+    j.lease_key, j.checkpoint, j.slot, j.catchup,
+    CASE WHEN pick.go THEN ($14::uuid[])[array_position($8::uuid[], j.id)] END AS attempt_id
+), ins AS (
+  INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at)
+  SELECT c.attempt_id, c.id, c.calls, c.lease_generation, c.epoch, $7, now()
+  FROM c WHERE c.attempt_id IS NOT NULL
 )
-UPDATE jobs j SET
-  status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
-  -- Never below the token the job already carries (an earlier claim's, kept through
-  -- retries, reschedules and replays): a target keeping the highest token per job never
-  -- refuses a legitimate call, whichever holder of whichever shard claims it next.
-  epoch = greatest(j.epoch, $5::bigint), queued_at = now(), lease_owner = $7::text,
-  lease_generation = j.lease_generation + CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END,
-  lease_until = now() + make_interval(secs => $6::float8 / 1000), updated_at = now()
-FROM due WHERE j.id = due.id
--- Only the columns a call needs (CLAIMED_COLUMNS in src/store/types.ts, same order).
-RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.version, j.calls,
-  j.tries, j.idempotency_key, j.schedule_id, j.nominal_time, j.target, j.max_attempts,
-  j.backoff_base_ms, j.backoff_max_ms, j.timeout_ms, j.expires_at, j.async, j.cancel_requested,
-  j.throttle_until, j.epoch, j.queued_at, j.lease_generation, j.host_limits, j.verify_url,
-  j.lease_key, j.checkpoint, j.slot;
+SELECT * FROM c;
 
 -- name: ExpireDue
 -- Jobs not started by expires_at never run (waiting for their time, a retry or a worker).

@@ -23,7 +23,7 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
   j.tries, j.idempotency_key, j.schedule_id, j.nominal_time, j.target, j.max_attempts,
   j.backoff_base_ms, j.backoff_max_ms, j.timeout_ms, j.expires_at, j.async, j.cancel_requested,
   j.throttle_until, j.epoch, j.queued_at, j.lease_generation, j.host_limits, j.verify_url,
-  j.lease_key, j.checkpoint, j.slot;
+  j.lease_key, j.checkpoint, j.slot, j.catchup, NULL::uuid AS attempt_id;
 
 -- name: StartAttempts
 -- The check right before calling: still ours (owner + generation), same version (no cancel
@@ -208,6 +208,36 @@ SELECT pg_notify('scheduler_due', $1::text);
 SELECT j.id FROM unnest($2::uuid[], $3::int[]) AS x(id, gen) JOIN jobs j ON j.id = x.id
 WHERE j.status = 'running' AND j.lease_owner = $1 AND j.lease_generation = x.gen
 FOR UPDATE OF j;
+
+-- name: UnstartAtClaim
+-- Jobs a claim started (ClaimDueIds) that the worker's host limiter will not let call now
+-- (a host paused by Retry-After, or at a limit learned from its answers): their attempts
+-- are taken back, as if never opened, and the jobs stay claimed under the same lease, to
+-- wait in memory or be deferred like any claimed job, then checked by StartAttempts.
+WITH x AS (
+  SELECT * FROM unnest($2::uuid[], $3::int[], $4::uuid[]) AS x(id, gen, attempt_id)
+), gone AS (
+  DELETE FROM attempts a USING x
+  WHERE a.id = x.attempt_id AND a.job_id = x.id AND a.lease_generation = x.gen AND a.worker = $1 AND a.outcome IS NULL
+  RETURNING a.job_id
+)
+UPDATE jobs j SET calls = j.calls - 1, updated_at = now()
+FROM gone WHERE j.id = gone.job_id AND j.status || '' = 'running' AND j.lease_owner = $1
+RETURNING j.id;
+
+-- name: LockStartedAtClaim
+-- A claim that was also its jobs' pre-call check (ClaimDueIds) got no answer: it may have
+-- committed and opened attempts nobody will call. Step 1 of 2, in one transaction: lock the
+-- candidates ($2) now running under this worker ($1), waiting for a claim still committing.
+SELECT j.id FROM jobs j
+WHERE j.id = ANY($2::uuid[]) AND j.status || '' = 'running' AND j.lease_owner = $1
+FOR UPDATE OF j;
+
+-- name: OpenedAtClaim
+-- Step 2: the attempts that claim opened, by the ids it was given ($2): each one's job and
+-- generation, for ReleaseUncalled. The snapshot is taken after step 1's locks.
+SELECT a.job_id AS id, a.lease_generation AS gen FROM attempts a
+WHERE a.id = ANY($2::uuid[]) AND a.worker = $1 AND a.outcome IS NULL;
 
 -- name: ReleaseUncalled
 -- Step 2: none of these jobs was called under this lease, whatever StartAttempts did. An

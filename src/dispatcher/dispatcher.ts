@@ -4,7 +4,7 @@ import type { LeaseHold } from "../store/leases.ts";
 import type { ShardFence } from "../store/shards.ts";
 import { ShardOwnership } from "./shard-ownership.ts";
 import { SLOTS } from "../store/shards.ts";
-import type { ClaimedJob } from "../store/types.ts";
+import type { ClaimRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { fencingToken } from "../region/fencing.ts";
@@ -55,7 +55,9 @@ export interface DispatcherOptions {
   /** Worker slots that serve only jobs of at least minPriority (the workers' setting). */
   reservedSlots?: { slots: number; minPriority: number };
   /** Test seam, see DueClaimerOptions.afterClaim. */
-  afterClaim?: (jobs: ClaimedJob[]) => Promise<void>;
+  afterClaim?: (jobs: ClaimRow[]) => Promise<void>;
+  /** Test seam, see DueClaimerOptions.afterClaimReply. */
+  afterClaimReply?: (jobs: ClaimRow[]) => Promise<void>;
   /** The database's clock, to plan wake-ups by (absent: the process clock). */
   clock?: DbClock;
 }
@@ -69,7 +71,15 @@ export interface LocalWorker {
   /** The same for the slots only the reserved class may use (after takeSlots). */
   takeReservedSlots(n: number): number;
   giveBackReserved(n: number): void;
-  accept(jobs: ClaimedJob[]): void;
+  /** `roundTripMs`: how long the claim that took them ran. */
+  accept(jobs: ClaimRow[], roundTripMs?: number): void;
+  /**
+   * How many of the jobs a claim may start now, the claim being their pre-call check
+   * (ClaimDueIds).
+   */
+  startRoom(): number;
+  /** Whether claims take only what starts at once (startRoom), not a prefetch. */
+  claimsOnlyWhatStarts(): boolean;
   /** Whether a claim now would be a batch worth its statements (or the worker is idle). */
   wantsMore(): boolean;
 }
@@ -119,7 +129,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       onReaped: () => this.poke(),
     });
     this.planner = new DispatchPlanner(o.flow);
-    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics, afterClaim: o.afterClaim, clock: this.clock });
+    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics, afterClaim: o.afterClaim, afterClaimReply: o.afterClaimReply, log: o.log, clock: this.clock });
     this.shards = new ShardOwnership({
       db: o.db, owner: o.owner, count: o.shards, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, region: o.authority.region, log: o.log, metrics: o.metrics,
       onChange: (held) => {
@@ -276,28 +286,32 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (local && !local.wantsMore()) return { claimed: 0, full: false, capped: true, localFull: true };
     const room = local ? local.takeSlots(this.o.batch) : 0;
     const roomHigh = local && rs ? local.takeReservedSlots(this.o.batch - room) : 0;
-    let claimed: ClaimedJob[] = [];
+    let claimed: ClaimRow[] = [];
     let limit: number;
     if (local && room + roomHigh === 0) {
       return { claimed: 0, full: false, capped: true, localFull: true };
     } else if (local) {
-      limit = room + roomHigh;
-      const direct = { fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner };
+      const startLimit = local.startRoom();
+      // Claims that start their jobs take only what starts (the rest stays scheduled, where
+      // the planner still chooses among it); the room taken beyond that goes back below.
+      limit = startLimit > 0 && local.claimsOnlyWhatStarts() ? Math.min(room, startLimit) + roomHigh : room + roomHigh;
+      const direct = { fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner, startLimit };
       // Claimed jobs are running under the worker's lease from the claim's commit on: they
       // go to it even if a later step of the pass throws, or they would wait out the lease.
       const handOver = async (p: ClaimParams) => {
-        const got: ClaimedJob[] = [];
+        const got: ClaimRow[] = [];
+        const sentAt = performance.now();
         try {
           await this.claimer.claim(p, got);
         } finally {
-          if (got.length > 0) local.accept(got);
+          if (got.length > 0) local.accept(got, performance.now() - sentAt);
           claimed = claimed.concat(got);
         }
       };
       try {
         // The reserved slots first, for their class only; then the rest for anyone.
         if (roomHigh > 0) await handOver({ ...direct, limit: roomHigh, minPriority: rs!.minPriority });
-        if (room > 0) await handOver({ ...direct, limit: room });
+        if (room > 0) await handOver({ ...direct, limit: limit - roomHigh });
       } finally {
         local.giveBack(room);
         local.giveBackReserved(roomHigh);

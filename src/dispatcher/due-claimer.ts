@@ -1,8 +1,10 @@
 import type { Db } from "../store/db.ts";
 import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, dueCandidates, scheduledTenants, tenantsInFlight } from "../store/dispatch-queries.ts";
 import type { ShardFence } from "../store/shards.ts";
-import type { ClaimedJob } from "../store/types.ts";
+import type { ClaimRow } from "../store/types.ts";
+import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
+import { releaseStartedAtClaim } from "../store/worker-queries.ts";
 import { type IndexKeeper, RECONCILE_LATE_MS } from "../index/index-keeper.ts";
 import { DUE_LIST_MAX } from "../index/due-index.ts";
 import type { Candidate, DispatchPlanner } from "./dispatch-planner.ts";
@@ -25,7 +27,14 @@ export interface DueClaimerOptions {
    * Test seam: runs after each claim statement has committed, before the rest of the pass
    * (index settling, reconciliation); a throw here is such a later step failing.
    */
-  afterClaim?: (jobs: ClaimedJob[]) => Promise<void>;
+  afterClaim?: (jobs: ClaimRow[]) => Promise<void>;
+  /**
+   * Test seam: runs once ClaimDueIds has answered, before its rows are used; a throw here is
+   * a reply lost after the commit (the client cannot tell whether it committed).
+   */
+  afterClaimReply?: (jobs: ClaimRow[]) => Promise<void>;
+  /** Logs a failed give-back of a claim whose reply was lost. */
+  log: Logger;
   /** The database's clock: aging measures lateness against due instants on it. */
   clock: DbClock;
 }
@@ -51,7 +60,7 @@ export class DueClaimer {
    * (index settling, reconciliation), the caller still has every job claimed so far and
    * must hand them on, or they would sit claimed until their lease lapses.
    */
-  async claim(p: ClaimParams, into: ClaimedJob[] = []): Promise<ClaimedJob[]> {
+  async claim(p: ClaimParams, into: ClaimRow[] = []): Promise<ClaimRow[]> {
     const t0 = performance.now();
     const start = into.length;
     await this.discoverAndClaim({ ...p, horizonMs: this.o.prestageMs }, into);
@@ -60,14 +69,14 @@ export class DueClaimer {
     return into.slice(start);
   }
 
-  private async discoverAndClaim(p: ClaimParams, into: ClaimedJob[]): Promise<void> {
+  private async discoverAndClaim(p: ClaimParams, into: ClaimRow[]): Promise<void> {
     const keeper = this.o.index;
     const shards = shardsOf(p.fence);
     if (!keeper?.usable) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into);
     // The safety net behind the index runs on its own clock, first: an index whose candidates
     // fill every pass must not keep a job it missed waiting (reconcileBoundMs). It claims
     // oldest first, without the planner: these jobs are already late.
-    let reconciled: ClaimedJob[] = [];
+    let reconciled: ClaimRow[] = [];
     if (p.minPriority === undefined && keeper.reconcileNow()) {
       reconciled = await claimDue(this.o.db, { ...p, lateMs: RECONCILE_LATE_MS });
       into.push(...reconciled);
@@ -106,7 +115,7 @@ export class DueClaimer {
   }
 
   /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
-  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: ClaimedJob[]): Promise<void> {
+  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: ClaimRow[]): Promise<void> {
     this.held = false;
     if (p.minPriority !== undefined) rows = rows.filter((r) => r.priority >= p.minPriority!);
     if (rows.length === 0) return;
@@ -117,7 +126,22 @@ export class DueClaimer {
     // Due work the quotas or rates held back: the pass must not read as idle.
     this.held = plan.length < Math.min(p.limit, candidates.length);
     if (plan.length === 0) return;
-    const got = await claimDueIds(this.o.db, { ...p, ids: plan.map((c) => c.id) });
+    const ids = plan.map((c) => c.id);
+    const attemptIds = p.worker && (p.startLimit ?? 0) > 0 ? ids.map(() => Bun.randomUUIDv7()) : undefined;
+    let got: ClaimRow[];
+    try {
+      got = await claimDueIds(this.o.db, { ...p, ids, attemptIds });
+      await this.o.afterClaimReply?.(got);
+    } catch (err) {
+      // No answer: the claim may have committed and started jobs no one will call.
+      if (attemptIds) {
+        await releaseStartedAtClaim(this.o.db, p.worker!, ids, attemptIds).then(
+          (rows) => rows.length > 0 && this.o.log.warn({ jobs: rows.length }, "a claim that started jobs got no answer: they are given back uncalled, without a try"),
+          (e: unknown) => this.o.log.error({ err: e }, "giving back the jobs of a claim that got no answer failed; their leases will lapse and each counts a lost call"),
+        );
+      }
+      throw err;
+    }
     into.push(...got);
     planner.commit(got);
     await this.o.afterClaim?.(got);

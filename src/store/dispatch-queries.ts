@@ -1,7 +1,7 @@
 import type { ShardFence } from "./shards.ts";
 import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
-import type { ClaimedJob } from "./types.ts";
+import type { ClaimRow } from "./types.ts";
 
 /**
  * Fenced claim of due jobs, tagged with the holder's fencing token: into queued, or with
@@ -18,6 +18,11 @@ export interface ClaimParams {
   horizonMs?: number;
   /** Only jobs of at least this priority (for reserved worker slots). */
   minPriority?: number;
+  /**
+   * With `worker`: open the attempts of up to this many of the claimed jobs that are due now
+   * (the worker's free call slots), the claim being their pre-call check (ClaimDueIds).
+   */
+  startLimit?: number;
 }
 
 const fenceParams = (f: ShardFence) => ({ owner: f.owner, shards: f.shards.map((h) => h.shard), epochs: f.shards.map((h) => h.epoch) });
@@ -25,13 +30,22 @@ const fenceParams = (f: ShardFence) => ({ owner: f.owner, shards: f.shards.map((
 /** `lateMs`: claim only jobs at least this late (the reconciliation pass behind the Redis index). */
 export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number }) {
   const f = fenceParams(p.fence);
-  return db.query<ClaimedJob>(sql("ClaimDue"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0, p.fence.region, p.fence.generation, p.fence.count]);
+  return db.query<ClaimRow>(sql("ClaimDue"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0, p.fence.region, p.fence.generation, p.fence.count]);
 }
 
 /** claimDue restricted to these job ids (candidates from the Redis index, validated here). */
-export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[] }) {
+/**
+ * `attemptIds`: with a start limit, one per candidate id (version 7, see 027), the ids of the
+ * attempts the claim opens; the caller keeps them to give the jobs back if the reply is lost.
+ */
+export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[]; attemptIds?: string[] }) {
   const f = fenceParams(p.fence);
-  return db.query<ClaimedJob>(sql("ClaimDueIds"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation, p.fence.count, p.horizonMs ?? 0]);
+  const startLimit = p.worker && p.attemptIds?.length === p.ids.length ? (p.startLimit ?? 0) : 0;
+  const attemptIds = startLimit > 0 ? p.attemptIds! : [];
+  return db.query<ClaimRow>(sql("ClaimDueIds"), [
+    f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation, p.fence.count, p.horizonMs ?? 0,
+    startLimit, attemptIds,
+  ]);
 }
 
 export async function expireDue(db: Queryable, limit: number) {

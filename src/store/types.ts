@@ -101,10 +101,18 @@ export const CLAIMED_COLUMNS = [
   "idempotency_key", "schedule_id", "nominal_time", "target", "max_attempts", "backoff_base_ms",
   "backoff_max_ms", "timeout_ms", "expires_at", "async", "cancel_requested", "throttle_until",
   "epoch", "queued_at", "lease_generation", "host_limits", "verify_url", "lease_key", "checkpoint", "slot",
+  "catchup",
 ] as const satisfies readonly (keyof JobRow)[];
 
-/** A job as a claim returns it: see CLAIMED_COLUMNS. */
+/** A job as a call needs it: see CLAIMED_COLUMNS. */
 export type ClaimedJob = Pick<JobRow, (typeof CLAIMED_COLUMNS)[number]>;
+
+/**
+ * A claim's row: the job, then attempt_id: the attempt the claim opened for it when the
+ * claim was also its pre-call check (ClaimDueIds for a worker in the dispatcher's process),
+ * else null.
+ */
+export type ClaimRow = ClaimedJob & { attempt_id: string | null };
 
 export interface AttemptRow {
   id: string;

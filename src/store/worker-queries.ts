@@ -1,12 +1,12 @@
 import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
-import type { ClaimedJob } from "./types.ts";
+import type { ClaimRow } from "./types.ts";
 
 export interface Claimed { id: string; gen: number }
 
 /** Takes queued jobs; nothing unless `region` holds the region authority. */
-export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number; region: string; horizonMs?: number; minPriority?: number }): Promise<ClaimedJob[]> {
-  return db.query<ClaimedJob>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs, p.region, p.horizonMs ?? 0, p.minPriority ?? null]);
+export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number; region: string; horizonMs?: number; minPriority?: number }): Promise<ClaimRow[]> {
+  return db.query<ClaimRow>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs, p.region, p.horizonMs ?? 0, p.minPriority ?? null]);
 }
 
 /**
@@ -93,4 +93,25 @@ export async function releaseUncalled(db: Db, owner: string, jobs: Claimed[]) {
     if (back.length > 0) await q.query(sql("NotifyDeferred"), [String(Math.min(...back.map((r) => r.due_at.getTime())))]);
     return rows;
   });
+}
+
+/**
+ * A claim that was also its jobs' pre-call check got no answer (ClaimDueIds with a start
+ * limit): the jobs it may have started are given back uncalled, found by the attempt ids it
+ * was given, their attempts removed (never a try). Without this the reaper would count each
+ * opened attempt as a lost call, and a max_attempts: 1 job would die uncalled.
+ */
+export async function releaseStartedAtClaim(db: Db, owner: string, jobIds: string[], attemptIds: string[]) {
+  if (attemptIds.length === 0) return [];
+  const opened = await db.tx(async (q) => {
+    await q.query(sql("LockStartedAtClaim"), [owner, jobIds]);
+    return q.query<{ id: string; gen: number }>(sql("OpenedAtClaim"), [owner, attemptIds]);
+  });
+  return releaseUncalled(db, owner, opened);
+}
+
+/** See UnstartAtClaim: the attempts these claimed jobs' claim opened, taken back; the jobs stay claimed. */
+export async function unstartAtClaim(db: Queryable, owner: string, jobs: { id: string; gen: number; attemptId: string }[]) {
+  if (jobs.length === 0) return [];
+  return db.query<{ id: string }>(sql("UnstartAtClaim"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.attemptId)]);
 }

@@ -1,6 +1,6 @@
 import type { Db } from "../store/db.ts";
-import type { ClaimedJob } from "../store/types.ts";
-import { claimQueued, deferJobs, releaseJobs, startAttempts } from "../store/worker-queries.ts";
+import type { ClaimedJob, ClaimRow } from "../store/types.ts";
+import { claimQueued, deferJobs, releaseJobs, startAttempts, unstartAtClaim } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { Sleeper } from "../time/sleeper.ts";
@@ -85,6 +85,8 @@ const PREFETCH_HORIZON_MS = 250;
 const ARM_MAX_CALL_MS = 100;
 /** Armed jobs per call slot at most (a slow database makes each check bring more). */
 const ARM_MAX_FACTOR = 4;
+/** The smallest batch worth a claim that starts its jobs (see claimsOnlyWhatStarts). */
+const MIN_START_BATCH = 8;
 
 /**
  * Claims queued jobs under a lease, checks each again right before calling, calls the
@@ -322,8 +324,39 @@ export class Worker {
     this.slots.giveBackReserved(n);
   }
 
-  /** Jobs a dispatcher in this process claimed straight into running under our lease. */
-  accept(jobs: ClaimedJob[]): void {
+  /**
+   * LocalWorker: how many jobs a claim may start now (its statement being their pre-call
+   * check, see ClaimDueIds): what the pump would check at once, beyond the jobs already in
+   * line. None with per-host limits configured or reserved slots: those jobs go through the
+   * limiter and the slot classes before their check.
+   */
+  startRoom(): number {
+    if (this.stopping || this.o.reservedSlots || this.o.hostLimits?.ratePerSec || this.o.hostLimits?.concurrency || this.o.prestageMs) return 0;
+    return Math.max(0, this.o.concurrency + this.armAhead() - this.inCall.size - this.starting - this.armed.length - this.ready.length);
+  }
+
+  /**
+   * LocalWorker: whether the dispatcher in this process claims only what can start at once
+   * (startRoom), each claim the pre-call check of its jobs, so that nothing waits claimed in
+   * memory for a separate check. Only with enough call slots that half of them make a batch
+   * (MIN_START_BATCH): a claim pass is three statements where a check is one, and claims of
+   * one or two jobs cost more than prefetching and checking (with 2 slots on PGlite the rate
+   * halved). Otherwise claims prefetch as before, and start only what can start of them.
+   */
+  claimsOnlyWhatStarts(): boolean {
+    return this.o.concurrency >= 2 * MIN_START_BATCH && !this.stopping && !this.o.reservedSlots
+      && !this.o.hostLimits?.ratePerSec && !this.o.hostLimits?.concurrency && !this.o.prestageMs;
+  }
+
+  /**
+   * Jobs a dispatcher in this process claimed straight into running under our lease.
+   * `roundTripMs`: how long that claim took; a claim that started jobs was their pre-call
+   * check, and sizes how far ahead of the slots jobs are armed (armAhead).
+   */
+  accept(jobs: ClaimRow[], roundTripMs?: number): void {
+    if (roundTripMs !== undefined && jobs.some((j) => j.attempt_id !== null)) {
+      this.checkMs = this.checkMs === undefined ? roundTripMs : this.checkMs * 0.8 + roundTripMs * 0.2;
+    }
     this.reserve(jobs, performance.now());
     this.handled(this.startClaimed(jobs));
   }
@@ -355,7 +388,7 @@ export class Worker {
    * the call; room soon → it waits here (see pump); else it is handed back, due again later,
    * without a call and without using up an attempt.
    */
-  private async startClaimed(claimed: ClaimedJob[]): Promise<void> {
+  private async startClaimed(claimed: ClaimRow[]): Promise<void> {
     try {
       await this.o.beforeStart?.(claimed);
     } catch (err) {
@@ -364,13 +397,78 @@ export class Worker {
     }
     const now = this.clock.now();
     const open: InFlight[] = [];
+    const startedAtClaim: ClaimRow[] = [];
     for (const job of claimed) {
+      if (job.attempt_id !== null) {
+        startedAtClaim.push(job);
+        continue;
+      }
       const f = this.inflight.get(job.id);
       if (!f) continue;
       if (job.due_at.getTime() >= now) this.gate.hold(job.id, job.due_at, f);
       else open.push(f);
     }
+    const unstarted = startedAtClaim.length > 0 ? this.armStarted(startedAtClaim) : [];
+    if (unstarted.length > 0) open.push(...(await this.unstart(unstarted)));
     await this.opened(open);
+  }
+
+  /**
+   * Jobs whose claim was their pre-call check (attempt opened, see ClaimDueIds): armed for
+   * their call slots at once. One whose lease may have lapsed since the claim was sent (a
+   * stall: GC, SIGSTOP) is given back uncalled, its attempt deleted as if never opened.
+   * Returns those whose host the limiter does not clear now (paused by a Retry-After, or at
+   * a limit): their attempts are to be taken back (unstart), the jobs kept.
+   */
+  private armStarted(jobs: ClaimRow[]): ClaimRow[] {
+    const now = Date.now();
+    const back: InFlight[] = [];
+    const notNow: ClaimRow[] = [];
+    for (const job of jobs) {
+      const f = this.inflight.get(job.id);
+      if (!f) continue;
+      if (f.abort.signal.aborted || performance.now() - f.leaseAt > this.o.leaseTtlMs - this.o.leaseMarginMs) {
+        this.inflight.delete(job.id);
+        back.push(f);
+        continue;
+      }
+      const a = this.limiter.admit(laneKey(job.target.url, job.tenant, job.host_limits), job.id, this.limiter.limitsOf(job.host_limits), f, now);
+      if (a.kind === "go") this.armed.push({ f, attemptId: job.attempt_id!, number: job.calls, catchup: job.catchup });
+      else {
+        // Asked again on the ordinary path once the attempt is taken back.
+        this.limiter.forget(job.id);
+        notNow.push(job);
+      }
+    }
+    this.launchArmed();
+    if (back.length > 0) this.giveBackUncalled(back);
+    return notNow;
+  }
+
+  /**
+   * Takes back the attempts a claim opened for jobs that cannot be called now; the jobs stay
+   * claimed and take the ordinary path (wait in memory, or deferred; checked by
+   * StartAttempts). Returns them; if the statement fails, they are given back uncalled instead.
+   */
+  private async unstart(jobs: ClaimRow[]): Promise<InFlight[]> {
+    const fs = jobs.map((j) => this.inflight.get(j.id)).filter((f): f is InFlight => f !== undefined);
+    try {
+      await unstartAtClaim(this.o.db, this.o.owner, fs.map((f) => ({ id: f.job.id, gen: f.gen, attemptId: (f.job as ClaimRow).attempt_id! })));
+    } catch (err) {
+      this.o.log.warn({ err, jobs: fs.length }, "taking back the attempts of started jobs whose host is not ready failed; they are given back uncalled");
+      for (const f of fs) this.inflight.delete(f.job.id);
+      this.giveBackUncalled(fs);
+      return [];
+    }
+    for (const f of fs) {
+      (f.job as ClaimRow).attempt_id = null;
+      f.job.calls--;
+    }
+    return fs;
+  }
+
+  private giveBackUncalled(fs: InFlight[]): void {
+    this.handled(giveBackUncalled({ db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping }, fs.map((f) => ({ id: f.job.id, gen: f.gen }))));
   }
 
   /** Jobs whose due instant has come: in line for a call slot. */
@@ -505,6 +603,9 @@ export class Worker {
   /** Whether a claim for this worker would be a batch worth its statement (or the worker is idle). */
   wantsMore(): boolean {
     if (this.stopping) return false;
+    // Claims that start their jobs come when half a batch of slots can start (as the pump's
+    // checks do), not to fill a prefetch: what they bring is called at once.
+    if (this.claimsOnlyWhatStarts() && this.inflight.size > 0) return this.startRoom() >= Math.ceil(this.o.concurrency / 2);
     const capacity = this.o.concurrency + this.prefetchTarget();
     // The reserved class must not wait for a batch's worth of room: its slots are few.
     if (this.o.reservedSlots && this.slots.room() > 0) return true;

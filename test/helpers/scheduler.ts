@@ -28,7 +28,26 @@ export function testConfig(env: Record<string, string> = {}, flags: { mode?: str
 export async function startScheduler(db: Db, env: Record<string, string> = {}, opts: StartOptions & { mode?: string } = {}): Promise<Runtime> {
   return startRuntime(testConfig(env, { mode: opts.mode }), {
     db, log: opts.log ?? silentLogger, beforeStart: opts.beforeStart, afterStartAttempts: opts.afterStartAttempts, afterClaim: opts.afterClaim,
+    afterClaimReply: opts.afterClaimReply,
   });
+}
+
+/**
+ * api, dispatcher and worker as three runtimes on one database: the path through `queued`,
+ * where the worker's claim and its pre-call check (StartAttempts) are two statements, with
+ * `beforeStart` between them. In `--mode=all` the dispatcher's claim is itself the check of
+ * the jobs the worker can call at once (ClaimDueIds): there is no moment between the two.
+ */
+export async function startSplit(db: Db, env: Record<string, string> = {}, workerOpts: StartOptions = {}) {
+  const api = await startScheduler(db, env, { mode: "api" });
+  const dispatcher = await startScheduler(db, env, { mode: "dispatcher" });
+  const worker = await startScheduler(db, env, { ...workerOpts, mode: "worker" });
+  return {
+    api,
+    stop: async () => {
+      for (const rt of [worker, dispatcher, api]) await rt.stop();
+    },
+  };
 }
 
 /** JSON request against a running scheduler. */

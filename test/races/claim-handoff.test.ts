@@ -9,7 +9,14 @@
  *     seam throws after the statement answered): the worker cannot know whether it opened the
  *     attempts, so it calls nothing and gives back what it may have opened, by owner and
  *     lease generation, without a try. A `max_attempts: 1` job is then still called once and
- *     succeeds, instead of being reaped as a lost call and dying uncalled.
+ *     succeeds, instead of being reaped as a lost call and dying uncalled. The worker here
+ *     is a process of its own (a dispatcher beside it queues the job): in `--mode=all` the
+ *     claim is the check, as in (c).
+ * (c) In `--mode=all` the dispatcher's claim is also the pre-call check of the jobs the worker
+ *     can call at once (ClaimDueIds opens their attempts). Its reply is lost after the commit
+ *     (the afterClaimReply seam throws): the jobs it started are found by the attempt ids it
+ *     was given and handed back uncalled, without a try; the max_attempts: 1 job is called
+ *     once and succeeds.
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import type { Runtime } from "../../src/runtime.ts";
@@ -24,8 +31,26 @@ for (const driver of DRIVERS) {
     let rt: Runtime | undefined;
     let target: Target | undefined;
 
+    const others: Runtime[] = [];
+
+    /** A max_attempts: 1 job at `path`, after one lost reply: called once, attempt 1, succeeded, one try. */
+    async function calledOnceAfterALostReply(path: string, lost: () => number) {
+      const j = (await api(rt!, "POST", "/v1/jobs", { target: { url: `${target!.url}${path}` }, retry: { max_attempts: 1 } })).body;
+      const final = await eventually(async () => {
+        const x = (await api(rt!, "GET", `/v1/jobs/${j.id}`)).body;
+        return ["succeeded", "dead"].includes(x.status) ? x : undefined;
+      }, 10_000, "a terminal state");
+      expect(lost()).toBe(1);
+      expect(final.status).toBe("succeeded");
+      expect(target!.callsTo(path)).toHaveLength(1);
+      expect(target!.callsTo(path)[0]!.headers["scheduler-attempt"]).toBe("1");
+      expect(final.attempt_log.map((a: { number: number; outcome: string }) => [a.number, a.outcome])).toEqual([[1, "success"]]);
+      const row = await jobRow(t!.db, j.id);
+      expect([row.calls, row.tries]).toEqual([1, 1]);
+    }
     afterEach(async () => {
       await rt?.stop();
+      for (const o of others.splice(0)) await o.stop();
       await t?.close();
       target?.stop();
       rt = t = target = undefined;
@@ -68,7 +93,10 @@ for (const driver of DRIVERS) {
       t = await freshDb(driver);
       let lost = 0;
       // A short lease: without the give-back the reaper would soon find the open attempt.
-      rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" }, {
+      rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" }, { mode: "api" });
+      others.push(await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" }, { mode: "dispatcher" }));
+      others.push(await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" }, {
+        mode: "worker",
         afterStartAttempts: async (ids) => {
           if (lost > 0 || ids.length === 0) return;
           lost++;
@@ -77,19 +105,26 @@ for (const driver of DRIVERS) {
           expect(Number(open!.n)).toBe(ids.length);
           throw new Error("test: connection lost before the reply");
         },
+      }));
+      await calledOnceAfterALostReply("/b", () => lost);
+    }, 20_000);
+
+    test("a lost reply of a claim that started its jobs (--mode=all): nothing is called then, the attempt is given back uncounted, and a max_attempts: 1 job is called once and succeeds", async () => {
+      target = new Target(() => new Response("ok"));
+      t = await freshDb(driver);
+      let lost = 0;
+      rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" }, {
+        afterClaimReply: async (jobs) => {
+          const started = jobs.filter((j) => j.attempt_id !== null);
+          if (lost > 0 || started.length === 0) return;
+          lost++;
+          // The claim committed: the attempts it opened are there, and the client sees an error.
+          const [open] = await t!.db.query<{ n: string | number }>("SELECT count(*) AS n FROM attempts WHERE id = ANY($1::uuid[]) AND outcome IS NULL", [started.map((j) => j.attempt_id)]);
+          expect(Number(open!.n)).toBe(started.length);
+          throw new Error("test: connection lost before the reply");
+        },
       });
-      const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/b` }, retry: { max_attempts: 1 } })).body;
-      const final = await eventually(async () => {
-        const x = (await api(rt!, "GET", `/v1/jobs/${j.id}`)).body;
-        return ["succeeded", "dead"].includes(x.status) ? x : undefined;
-      }, 10_000, "a terminal state");
-      expect(lost).toBe(1);
-      expect(final.status).toBe("succeeded");
-      expect(target.callsTo("/b")).toHaveLength(1);
-      expect(target.callsTo("/b")[0]!.headers["scheduler-attempt"]).toBe("1");
-      expect(final.attempt_log.map((a: { number: number; outcome: string }) => [a.number, a.outcome])).toEqual([[1, "success"]]);
-      const row = await jobRow(t.db, j.id);
-      expect([row.calls, row.tries]).toEqual([1, 1]);
+      await calledOnceAfterALostReply("/c", () => lost);
     }, 20_000);
   });
 }

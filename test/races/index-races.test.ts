@@ -239,7 +239,7 @@ describe("Redis due index races (postgres)", () => {
     await eventually(() => keeper.usable, 10_000, "the index to be usable");
     const fence = await takeShards(t.db, "disp", { count: 1 });
     const claimer = new DueClaimer({
-      db: t.db, planner: new DispatchPlanner(testConfig().flow), index: keeper, prestageMs: o.prestageMs ?? 0, metrics, clock: new DbClock(),
+      db: t.db, planner: new DispatchPlanner(testConfig().flow), index: keeper, prestageMs: o.prestageMs ?? 0, metrics, clock: new DbClock(), log: silentLogger,
     });
     const pass = (limit: number) => claimer.claim({ fence, limit, token: tokenOf(fence), ttlMs: 60_000 });
     /** Inserts these jobs and waits until the relay has put every one in the index and the outbox is empty. */

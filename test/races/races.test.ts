@@ -6,7 +6,7 @@ import { claimQueued, completeAttempts, startAttempts, type Completion } from ".
 import { seedAuthority } from "../../src/store/authority.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
-import { api, startScheduler } from "../helpers/scheduler.ts";
+import { api, startScheduler, startSplit } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
 
@@ -145,13 +145,14 @@ for (const driver of DRIVERS) {
       // The store-level tests above held shard 0 by hand: give it back to the schedulers here.
       beforeAll(() => releaseTestShards(t.db));
       test("cancel after the worker claimed, before it called: not called, ends cancelled", async () => {
-        let rt: Runtime | undefined;
         let cancelAnswer: number | undefined;
-        rt = await startScheduler(t.db, {}, {
+        // Between the worker's claim and its pre-call check: split processes (startSplit).
+        const split = await startSplit(t.db, {}, {
           beforeStart: async (jobs) => {
-            for (const j of jobs) if (j.target.url.endsWith("/cancel-race")) cancelAnswer = (await api(rt!, "POST", `/v1/jobs/${j.id}/cancel`, {})).status;
+            for (const j of jobs) if (j.target.url.endsWith("/cancel-race")) cancelAnswer = (await api(split.api, "POST", `/v1/jobs/${j.id}/cancel`, {})).status;
           },
         });
+        const rt = split.api;
         try {
           const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/cancel-race` } })).body;
           const final = await eventually(async () => {
@@ -163,7 +164,7 @@ for (const driver of DRIVERS) {
           await Bun.sleep(300);
           expect(target.callsTo("/cancel-race")).toHaveLength(0);
         } finally {
-          await rt.stop();
+          await split.stop();
         }
       });
 

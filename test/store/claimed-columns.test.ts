@@ -26,13 +26,13 @@ for (const driver of DRIVERS) {
       const p = { fence: h, limit: 1, token: tokenOf(h), ttlMs: 60_000 };
       const [byIds] = await claimDueIds(t.db, { ...p, ids: [b.id], worker: "w1" });
       expect(byIds.id).toBe(b.id);
-      expect(Object.keys(byIds)).toEqual([...CLAIMED_COLUMNS]);
+      expect(Object.keys(byIds)).toEqual([...CLAIMED_COLUMNS, "attempt_id"]);
       const [queued] = await claimDue(t.db, p);
       expect(queued.id).toBe(a.id);
-      expect(Object.keys(queued)).toEqual([...CLAIMED_COLUMNS]);
+      expect(Object.keys(queued)).toEqual([...CLAIMED_COLUMNS, "attempt_id"]);
       const [running] = await claimQueued(t.db, { owner: "w2", region: "local", limit: 1, leaseTtlMs: 60_000 });
       expect(running.id).toBe(a.id);
-      expect(Object.keys(running)).toEqual([...CLAIMED_COLUMNS]);
+      expect(Object.keys(running)).toEqual([...CLAIMED_COLUMNS, "attempt_id"]);
       // Decoded, not raw text: the call reads these as objects and dates.
       expect(running.target.url).toBe(a.target.url);
       expect(running.due_at).toBeInstanceOf(Date);
