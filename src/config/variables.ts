@@ -217,7 +217,7 @@ export const VARIABLES = {
     schema: int(0, 100_000), default: "512",
     section: "Calls (workers)", readBy: ["worker"],
     doc: "claimed jobs a worker may hold ready beyond its calls in flight, at most",
-    more: " (it holds about 250 ms of calls, and at least `WORKER_CONCURRENCY` if this allows); `0`: it claims only for free call slots",
+    more: " (it holds about 250 ms of calls, and at least `WORKER_CONCURRENCY` if this allows); `0`: it claims only for free call slots. In `--mode=all` with 16+ slots and no host limits, reserved slots or pre-staging, claims take only what starts at once (see [How it works](#how-it-works)) and hold nothing beyond",
   },
   SCHEDULER_ALLOW_PRIVATE_TARGETS: {
     schema: bool, default: "0",

@@ -55,7 +55,10 @@ export interface WorkerOptions {
   reservedSlots?: { slots: number; minPriority: number };
   /** Pre-staging: also take queued jobs due this many ms from now, each held until due. */
   prestageMs?: number;
-  /** Test seam: runs between the claim and the pre-call check, to force races there. */
+  /**
+   * Test seam: runs between the claim and the pre-call check, to force races there (for jobs
+   * a claim started, whose claim was their check, it runs before they are armed).
+   */
   beforeStart?: (jobs: ClaimedJob[]) => Promise<void>;
   /**
    * Test seam: runs once the pre-call check's statement has answered; a throw here is a reply
@@ -327,11 +330,12 @@ export class Worker {
   /**
    * LocalWorker: how many jobs a claim may start now (its statement being their pre-call
    * check, see ClaimDueIds): what the pump would check at once, beyond the jobs already in
-   * line. None with per-host limits configured or reserved slots: those jobs go through the
-   * limiter and the slot classes before their check.
+   * line. None with per-host limits configured or reserved slots (those jobs go through the
+   * limiter and the slot classes before their check) or pre-staging (its jobs wait in memory
+   * for their instant by design).
    */
   startRoom(): number {
-    if (this.stopping || this.o.reservedSlots || this.o.hostLimits?.ratePerSec || this.o.hostLimits?.concurrency || this.o.prestageMs) return 0;
+    if (!this.canStartAtClaim()) return 0;
     return Math.max(0, this.o.concurrency + this.armAhead() - this.inCall.size - this.starting - this.armed.length - this.ready.length);
   }
 
@@ -344,8 +348,11 @@ export class Worker {
    * halved). Otherwise claims prefetch as before, and start only what can start of them.
    */
   claimsOnlyWhatStarts(): boolean {
-    return this.o.concurrency >= 2 * MIN_START_BATCH && !this.stopping && !this.o.reservedSlots
-      && !this.o.hostLimits?.ratePerSec && !this.o.hostLimits?.concurrency && !this.o.prestageMs;
+    return this.o.concurrency >= 2 * MIN_START_BATCH && this.canStartAtClaim();
+  }
+
+  private canStartAtClaim(): boolean {
+    return !this.stopping && !this.o.reservedSlots && !this.o.hostLimits?.ratePerSec && !this.o.hostLimits?.concurrency && !this.o.prestageMs;
   }
 
   /**
