@@ -458,19 +458,17 @@ export class Worker {
    * StartAttempts). Returns them; if the statement fails, they are given back uncalled instead.
    */
   private async unstart(jobs: ClaimRow[]): Promise<InFlight[]> {
-    const fs = jobs.map((j) => this.inflight.get(j.id)).filter((f): f is InFlight => f !== undefined);
+    const fs = jobs.flatMap((j) => this.inflight.get(j.id) ?? []);
     try {
-      await unstartAtClaim(this.o.db, this.o.owner, fs.map((f) => ({ id: f.job.id, gen: f.gen, attemptId: (f.job as ClaimRow).attempt_id! })));
+      await unstartAtClaim(this.o.db, this.o.owner, jobs.map((j) => ({ id: j.id, gen: j.lease_generation, attemptId: j.attempt_id! })));
     } catch (err) {
       this.o.log.warn({ err, jobs: fs.length }, "taking back the attempts of started jobs whose host is not ready failed; they are given back uncalled");
       for (const f of fs) this.inflight.delete(f.job.id);
       this.giveBackUncalled(fs);
       return [];
     }
-    for (const f of fs) {
-      (f.job as ClaimRow).attempt_id = null;
-      f.job.calls--;
-    }
+    // The call the claim counted goes with its attempt (each job is its InFlight's own object).
+    for (const j of jobs) j.calls--;
     return fs;
   }
 
@@ -588,7 +586,7 @@ export class Worker {
       this.limiter.forget(f.job.id);
       this.inflight.delete(f.job.id);
     }
-    this.handled(giveBackUncalled({ db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping }, gone.map((f) => ({ id: f.job.id, gen: f.gen }))));
+    this.giveBackUncalled(gone);
   }
 
   /** Jobs the worker keeps claimed beyond its calls: what it calls in PREFETCH_HORIZON_MS. */
@@ -689,7 +687,7 @@ export class Worker {
         this.limiter.forget(f.job.id);
         this.inflight.delete(f.job.id);
       }
-      this.handled(giveBackUncalled({ db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping }, ready.map((f) => ({ id: f.job.id, gen: f.gen }))));
+      this.giveBackUncalled(ready);
       throw err;
     }
     // Opened attempts are called (or armed for the next free slot) before anything else can fail.
