@@ -130,11 +130,16 @@ describe("region failover with real processes (postgres)", () => {
     // A call already on the wire when the move committed may land a moment later; nothing
     // from generation 0 starts after it.
     for (const c of old) expect(c.at).toBeLessThan(fencedAt + 200);
-    // After the answer to the failover request (so after its commit; the audit row's `at` is
-    // the transaction's start, and a pre-call check that read the old row just before the
-    // commit may carry a later timestamp: that call was already in flight).
-    const [{ n }] = await db.query<{ n: string }>("SELECT count(*) AS n FROM attempts WHERE epoch < $1 AND started_at > $2", [GEN1, new Date(fencedAt)]);
-    expect(Number(n)).toBe(0);
+    // No pre-call check sent after the answer to the failover request (so after its commit)
+    // opened an attempt of generation 0: an attempt's id is a version 7 UUID the worker made
+    // just before sending the check (StartAttempts, or the claim that is the check in
+    // --mode=all). A check that committed just before the move (the claim's lock on the
+    // authority row makes the move wait for it) starts its call a moment later, as a call
+    // already on the wire lands a moment later: within the same 200 ms.
+    const [late] = await db.query<{ checked: string; started: string }>(
+      `SELECT count(*) FILTER (WHERE id >= uuid_v7_floor($2)) AS checked, count(*) FILTER (WHERE started_at > $3) AS started
+       FROM attempts WHERE epoch < $1`, [GEN1, new Date(fencedAt + 1), new Date(fencedAt + 200)]);
+    expect([Number(late.checked), Number(late.started)]).toEqual([0, 0]);
     // The old region's leader notices within one leader lease interval, and sends writes on.
     await a.waitForLog((l) => String(l.msg).startsWith("lost leadership"), 1500);
     const w = await createJob(a, "to-old-home");
