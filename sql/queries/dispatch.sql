@@ -226,41 +226,70 @@ WITH r AS (
 )
 SELECT u.id, u.was, u.in_call, u.now_status FROM u;
 
--- name: ScheduledTenants
--- Up to $2 tenants with scheduled jobs, in name order after $1: a loose index scan, one
--- probe per tenant however many jobs each has. Each probe is ordered by the whole key of
--- jobs_scheduled_tenant_class_id, which only that index gives without a sort: ordered by
--- tenant alone, the planner could take jobs_tenant_id (every job of the tenant, in any
--- status) and filter out the finished ones, thousands a probe in a busy table.
-WITH RECURSIVE t AS (
+-- name: SampleDue
+-- Discovery in one statement (one round trip a claim pass, not two): a sample of $2 tenants
+-- with scheduled jobs, in name order after the cursor $1 and wrapping round to the first
+-- names when fewer follow it, and for each sampled tenant and priority class up to
+-- least($4, greatest(16, ceil($3 / tenants sampled))) of its oldest jobs that a claim would
+-- take now (or within the pre-staging horizon $5, ms), in the shards $6 (of $7). Each row
+-- also says how many tenants were sampled and the last of them (the next pass's cursor
+-- when the sample was full); with no candidate at all, one row of those two alone.
+-- Candidates only: the claim checks everything again.
+--
+-- The tenant sample is a loose index scan, one probe per tenant however many jobs each has.
+-- Each probe is ordered by the whole key of jobs_scheduled_tenant_class_id, which only that
+-- index gives without a sort: ordered by tenant alone, the planner could take jobs_tenant_id
+-- (every job of the tenant, in any status) and filter out the finished ones, thousands a
+-- probe in a busy table. The wrap-around scan runs only when the first falls short.
+WITH RECURSIVE after_cursor AS (
   (SELECT tenant FROM jobs WHERE status = 'scheduled' AND tenant > $1
    ORDER BY tenant, sign(priority), due_at, id LIMIT 1)
   UNION ALL
-  SELECT (SELECT j.tenant FROM jobs j WHERE j.status = 'scheduled' AND j.tenant > t.tenant
+  SELECT (SELECT j.tenant FROM jobs j WHERE j.status = 'scheduled' AND j.tenant > a.tenant
           ORDER BY j.tenant, sign(j.priority), j.due_at, j.id LIMIT 1)
-  FROM t WHERE t.tenant IS NOT NULL
+  FROM after_cursor a WHERE a.tenant IS NOT NULL
+), from_start AS (
+  (SELECT tenant FROM jobs WHERE status = 'scheduled' AND tenant > ''
+   ORDER BY tenant, sign(priority), due_at, id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT j.tenant FROM jobs j WHERE j.status = 'scheduled' AND j.tenant > a.tenant
+          ORDER BY j.tenant, sign(j.priority), j.due_at, j.id LIMIT 1)
+  FROM from_start a WHERE a.tenant IS NOT NULL
+), first AS MATERIALIZED (
+  SELECT tenant FROM after_cursor WHERE tenant IS NOT NULL LIMIT $2
+), wrapped AS MATERIALIZED (
+  SELECT tenant FROM from_start
+  WHERE tenant IS NOT NULL AND $1 <> '' AND (SELECT count(*) FROM first) < $2
+  LIMIT greatest(0, $2 - (SELECT count(*) FROM first))
+), sampled AS MATERIALIZED (
+  -- A tenant in both (fewer tenants than the sample) keeps its place in the first part.
+  SELECT DISTINCT ON (tenant) tenant, part FROM (
+    SELECT tenant, 1 AS part FROM first UNION ALL SELECT tenant, 2 AS part FROM wrapped
+  ) x ORDER BY tenant, part
+), summary AS (
+  SELECT count(*)::int AS sampled,
+    (SELECT tenant FROM sampled ORDER BY part DESC, tenant DESC LIMIT 1) AS last_tenant,
+    least($4::int, greatest(16, ceil($3::float8 / greatest(count(*), 1))))::int AS per_class
+  FROM sampled
 )
-SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT $2;
-
--- name: DueCandidates
--- For each tenant of $1 and each priority class: up to $2 of its oldest jobs that a claim
--- would take now (or within the pre-staging horizon $3, ms), in the shards $4 (of $5).
--- Candidates only: the claim checks everything again.
-SELECT c.id, c.tenant, c.priority, c.due_at, c.catchup FROM unnest($1::text[]) AS t(tenant)
-CROSS JOIN (VALUES (1), (0), (-1)) AS k(cls)
-CROSS JOIN LATERAL (
-  SELECT id, tenant, priority, due_at,
-    -- Dead-letter replays count as catch-up traffic too (one class lower).
-    ((catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) OR replay) AS catchup
-  FROM jobs
-  WHERE status = 'scheduled' AND tenant = t.tenant AND sign(priority) = k.cls
-    AND due_at <= now() + make_interval(secs => $3::float8 / 1000)
-    AND (slot * $5::int / 4096) = ANY($4::int[])
-    AND (expires_at IS NULL OR expires_at > now())
-    AND claimable(start_by, calls)
-  ORDER BY due_at
-  LIMIT $2
-) c;
+SELECT s.sampled, s.last_tenant, c.id, c.tenant, c.priority, c.due_at, c.catchup
+FROM summary s LEFT JOIN LATERAL (
+  SELECT c.id, c.tenant, c.priority, c.due_at, c.catchup FROM sampled t
+  CROSS JOIN (VALUES (1), (0), (-1)) AS k(cls)
+  CROSS JOIN LATERAL (
+    SELECT id, tenant, priority, due_at,
+      -- Dead-letter replays count as catch-up traffic too (one class lower).
+      ((catchup_after IS NOT NULL AND now() > catchup_after AND calls = 0) OR replay) AS catchup
+    FROM jobs
+    WHERE status = 'scheduled' AND tenant = t.tenant AND sign(priority) = k.cls
+      AND due_at <= now() + make_interval(secs => $5::float8 / 1000)
+      AND (slot * $7::int / 4096) = ANY($6::int[])
+      AND (expires_at IS NULL OR expires_at > now())
+      AND claimable(start_by, calls)
+    ORDER BY due_at
+    LIMIT s.per_class
+  ) c
+) c ON true;
 
 -- name: CandidatesByIds
 -- The same facts for candidates named by the Redis index ($1), those a claim would take now

@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, dueCandidates, scheduledTenants, tenantsInFlight } from "../store/dispatch-queries.ts";
+import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, sampleDue, tenantsInFlight } from "../store/dispatch-queries.ts";
 import type { ShardFence } from "../store/shards.ts";
 import type { ClaimRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
@@ -103,15 +103,11 @@ export class DueClaimer {
    * with more tenants than that, every tenant comes round).
    */
   private async sqlCandidates(limit: number, fence: ShardFence): Promise<CandidateRow[]> {
-    let tenants = await scheduledTenants(this.o.db, this.tenantCursor, TENANTS_PER_PASS);
-    if (tenants.length < TENANTS_PER_PASS && this.tenantCursor !== "") {
-      const wrapped = await scheduledTenants(this.o.db, "", TENANTS_PER_PASS - tenants.length);
-      tenants = [...new Set([...tenants, ...wrapped])];
-    }
-    this.tenantCursor = tenants.length >= TENANTS_PER_PASS ? tenants.at(-1)! : "";
-    if (tenants.length === 0) return [];
-    const perClass = Math.min(limit, Math.max(16, Math.ceil((CANDIDATE_FACTOR * limit) / tenants.length)));
-    return dueCandidates(this.o.db, tenants, perClass, this.o.prestageMs, shardsOf(fence));
+    const sample = await sampleDue(this.o.db, {
+      cursor: this.tenantCursor, tenants: TENANTS_PER_PASS, budget: CANDIDATE_FACTOR * limit, limit, horizonMs: this.o.prestageMs, shards: shardsOf(fence),
+    });
+    this.tenantCursor = sample.sampled >= TENANTS_PER_PASS ? sample.lastTenant! : "";
+    return sample.candidates;
   }
 
   /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */

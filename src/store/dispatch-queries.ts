@@ -92,15 +92,27 @@ export interface CandidateRow {
   catchup: boolean;
 }
 
-/** Up to `limit` tenants with scheduled jobs, in name order after `after`. */
-export async function scheduledTenants(db: Queryable, after: string, limit: number): Promise<string[]> {
-  return (await db.query<{ tenant: string }>(sql("ScheduledTenants"), [after, limit])).map((r) => r.tenant);
+export interface DueSample {
+  candidates: CandidateRow[];
+  /** Tenants sampled, and the last of them (name order, after the wrap-around). */
+  sampled: number;
+  lastTenant: string | null;
 }
 
-/** The oldest claimable jobs of each tenant and priority class, `perClass` at most each. */
-export async function dueCandidates(db: Queryable, tenants: string[], perClass: number, horizonMs: number, shards: { list: number[]; count: number }): Promise<CandidateRow[]> {
-  if (tenants.length === 0) return [];
-  return db.query<CandidateRow>(sql("DueCandidates"), [tenants, perClass, horizonMs, shards.list, shards.count]);
+/**
+ * Up to `tenants` tenants with scheduled jobs after `cursor` (wrapping round), and the oldest
+ * claimable jobs of each tenant and priority class: `budget` shared between the tenants
+ * sampled, at least 16 and at most `limit` each. See SampleDue.
+ */
+export async function sampleDue(
+  db: Queryable, p: { cursor: string; tenants: number; budget: number; limit: number; horizonMs: number; shards: { list: number[]; count: number } },
+): Promise<DueSample> {
+  const rows = await db.query<Omit<CandidateRow, "id"> & { id: string | null; sampled: number; last_tenant: string | null }>(sql("SampleDue"), [
+    p.cursor, p.tenants, p.budget, p.limit, p.horizonMs, p.shards.list, p.shards.count,
+  ]);
+  const candidates: CandidateRow[] = [];
+  for (const r of rows) if (r.id !== null) candidates.push({ id: r.id, tenant: r.tenant, priority: r.priority, due_at: r.due_at, catchup: r.catchup });
+  return { candidates, sampled: rows[0]?.sampled ?? 0, lastTenant: rows[0]?.last_tenant ?? null };
 }
 
 export async function candidatesByIds(db: Queryable, ids: string[], horizonMs: number, shards: { list: number[]; count: number }): Promise<CandidateRow[]> {
