@@ -25,7 +25,7 @@ export const BulkReplaySchema = v.strictObject({
   cursor: v.optional(v.string("must be a string")),
 });
 
-/** GET /v1/dlq, POST /v1/dlq/:id/replay, POST /v1/dlq/replay (API.md "Dead letters and audit"). */
+/** GET /v1/dlq, POST /v1/dlq/:id/replay, POST /v1/dlq/replay (README "Dead letters and replay" and "Audit log"). */
 export function dlqRoutes(d: ReplayDeps) {
   const app = new Hono<AppEnv>();
 

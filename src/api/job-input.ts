@@ -91,7 +91,7 @@ export const TargetSchema = v.strictObject({
 });
 
 /**
- * Verify before retry (API.md): the URL the scheduler asks (signed GET, same webhook-id)
+ * Verify before retry (README "Verify before retry"): the URL the scheduler asks (signed GET, same webhook-id)
  * whether a call whose outcome is unknown was processed, before calling again. null: none.
  */
 export const VerifySchema = v.nullable(v.strictObject({

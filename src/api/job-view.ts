@@ -30,7 +30,7 @@ export function hostLimitsView(l: HostLimits | null | undefined) {
   return { rate: l.rate ?? null, concurrency: l.concurrency ?? null };
 }
 
-/** The job object of API.md, snake_case; `storedBody`: the text of a body stored apart. */
+/** The job object (README "The HTTP API", and the OpenAPI document at /openapi.json), snake_case; `storedBody`: the text of a body stored apart. */
 export function jobView(j: JobRow, attempts?: AttemptRow[], storedBody?: string) {
   const target = targetView(j.target, storedBody);
   return {

@@ -61,7 +61,7 @@ export function signingKeyView(r: SigningKeyRow) {
   };
 }
 
-/** POST/GET /v1/signing-keys, /:id/rotate, /:id/retire (API.md "Signing keys (per tenant)"); admin only. */
+/** POST/GET /v1/signing-keys, /:id/rotate, /:id/retire (README "Signing keys per tenant"); admin only. */
 export function signingKeysRoutes(deps: { db: Db }) {
   const { db } = deps;
   const app = new Hono<AppEnv>();

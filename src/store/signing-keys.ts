@@ -28,7 +28,7 @@ export interface LiveSigningKey {
   retiresAt: number | null;
 }
 
-/** Key bytes per new secret: above the 24 that API.md requires. */
+/** Key bytes per new secret: above the 24 the signing-keys contract requires (README "Signing keys per tenant"). */
 export const SECRET_BYTES = 32;
 /** Active keys per scope (a tenant, or one schedule) at most: each costs an HMAC and ~50 header bytes per call. */
 export const MAX_LIVE_KEYS = 10;

@@ -15,7 +15,7 @@ export interface NextState {
   error: string | null;
 }
 
-/** What a call's classified answer means for the job (API.md classification table). */
+/** What a call's classified answer means for the job (README "What a webhook target receives": how the answer is classified). */
 export function decideNext(job: ClaimedJob, r: DeliveryResult, nowMs: number, random: () => number = Math.random): NextState {
   const base = { countsTry: false, throttleUntil: null, deadReason: null, error: r.error, delayMs: null };
   if (r.outcome === "success") return { ...base, status: "succeeded", countsTry: true };

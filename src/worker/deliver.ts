@@ -36,7 +36,7 @@ export interface DeliveryResult {
   finishedAt: Date;
 }
 
-/** The headers every call carries (API.md "What a webhook target receives"). */
+/** The headers every call carries (README "What a webhook target receives"). */
 export function webhookHeaders(job: ClaimedJob, ctx: DeliveryContext, body: string, nowMs: number): Record<string, string> {
   const ts = Math.floor(nowMs / 1000);
   const h: Record<string, string> = {};

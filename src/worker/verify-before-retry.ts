@@ -28,7 +28,7 @@ export interface RetryVerifierDeps {
 const VERIFY_TIMEOUT_MS = 10_000;
 
 /**
- * Verify before retry (API.md). A job that names a verify URL and that has a call whose
+ * Verify before retry (README "Verify before retry"). A job that names a verify URL and that has a call whose
  * outcome is unknown (possibly_delivered: a timeout, a connection lost after send, a lost
  * worker; the latest such call, even if calls refused while the target restarted came after
  * it) is not called again at once: its verify URL is asked first, under the job's lease, outside any

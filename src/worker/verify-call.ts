@@ -15,12 +15,12 @@ export interface VerifyCallOptions {
 
 const MAX_ANSWER_BYTES = 64 * 1024;
 
-/** The Idempotency-Key a call of this job carries (API.md), which the verify GET repeats. */
+/** The Idempotency-Key a call of this job carries (README "What a webhook target receives"), which the verify GET repeats. */
 export function idempotencyKeyOf(job: Pick<ClaimedJob, "id" | "idempotency_key" | "schedule_id" | "nominal_time">): string {
   return job.idempotency_key ?? (job.schedule_id && job.nominal_time ? `${job.schedule_id}@${job.nominal_time.toISOString()}` : job.id);
 }
 
-/** The verify GET's headers: the call's identity, signed over an empty body with the call's keys (API.md). */
+/** The verify GET's headers: the call's identity, signed over an empty body with the call's keys (README "Verify before retry"). */
 export function verifyHeaders(job: ClaimedJob, signingKeys: readonly Uint8Array[] | undefined, nowMs: number): Record<string, string> {
   const ts = Math.floor(nowMs / 1000);
   const h: Record<string, string> = {

@@ -46,7 +46,7 @@ for (const driver of DRIVERS) {
       tdb.db.query("UPDATE jobs SET status='running', lease_owner='x', lease_until=now()+interval '1 min' WHERE id=$1", [id]);
 
     describe("create", () => {
-      test("201 with the job object of API.md", async () => {
+      test("201 with the job object of the README (The HTTP API)", async () => {
         const before = Date.now();
         const r = await createJob(rt, {
           target: { url: HOOK, method: "put", headers: { "x-a": "b", "Content-Type": "application/json" }, body: { any: "json", n: [1, 2.5, null], nested: { ok: true } } },

@@ -16,7 +16,7 @@ import { api, startScheduler, testConfig } from "../helpers/scheduler.ts";
 import { bearer, HOOK } from "./support.ts";
 
 /**
- * Routes that other branches are adding now (API.md): documented ahead of their code, so
+ * Routes that other branches are adding now (README "The HTTP API"): documented ahead of their code, so
  * not yet in the app. When one of them lands, delete it here (the test below fails until
  * you do, so the list cannot go stale).
  */

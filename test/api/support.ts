@@ -24,7 +24,7 @@ export async function mustCreate(rt: Runtime, extra: Record<string, unknown> = {
   return r.body;
 }
 
-/** Asserts the error shape of API.md: { error: { code, message, path? } } and nothing else. */
+/** Asserts the one error shape (README "The HTTP API"): { error: { code, message, path? } } and nothing else. */
 export function expectError(r: { status: number; body: any }, status: number, path?: string | RegExp) {
   // Not toMatchObject with expect.any(): Bun 1.4.5 writes the matchers into the received object.
   if (r.status !== status) throw new Error(`expected HTTP ${status}, got ${r.status}: ${JSON.stringify(r.body)}`);

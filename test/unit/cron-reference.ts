@@ -1,7 +1,7 @@
 // A brute-force reference for CronRule, written independently of src/time/cron-rule.ts and of
 // croner: a tiny matcher for the cron subset the tests use, a walk over every wall-clock
 // minute (or second, for 6-field rules) of a calendar range, and Temporal to resolve each
-// matching wall-clock time to instants under the DST policy of API.md.
+// matching wall-clock time to instants under the DST policy of README "Recurring schedules".
 import { Temporal } from "../../src/time/temporal.ts";
 
 export type Gap = "shift" | "skip";
@@ -119,7 +119,7 @@ export function resolveWall(wall: Temporal.PlainDateTime, tz: string): Resolved 
   return { wall: s, kind: "fold", first: early.epochMilliseconds, last: late.epochMilliseconds };
 }
 
-/** Fixed hour: a number or a list of numbers (API.md). Anything else is an interval rule. */
+/** Fixed hour: a number or a list of numbers (README "Recurring schedules"). Anything else is an interval rule. */
 export function referenceFixed(cron: string): boolean {
   const f = cron.trim().split(/\s+/);
   const hour = f.length === 6 ? f[2]! : f[1]!;

@@ -696,7 +696,7 @@ describe("CronRule.nextAfter from arbitrary instants near each transition, again
 
 describe("where croner's own zone handling differs, the project's rule wins", () => {
   // croner, asked to run in the zone itself, follows Vixie cron in a spring-forward gap
-  // (02:30 → 03:00). API.md says 03:30; CronRule asks croner only for wall-clock matches.
+  // (02:30 → 03:00). README "Recurring schedules" says 03:30; CronRule asks croner only for wall-clock matches.
   test("'30 2 * * *' New York on 2027-03-14: croner alone says 03:00, CronRule says 03:30", () => {
     const from = new Date("2027-03-13T12:00:00Z");
     const cronerAlone = new Cron("30 2 * * *", { timezone: "America/New_York" }).nextRun(from)!;

@@ -7,7 +7,7 @@ import { pageQuery } from "./jobs-docs.ts";
 const JOB_ID = { id: "The dead job's id (UUIDv7); a replay keeps it." };
 const REFUSED = "Not replayable now: `schema_version_unsupported`, `payload_missing`, `expired` or `target_refused` (the message says why).";
 
-/** Dead letters and the audit log (API.md "Dead letters and audit"). */
+/** Dead letters and the audit log (README "Dead letters and replay" and "Audit log"). */
 export const dlqDocs: RouteDoc[] = [
   {
     method: "get", path: "/v1/dlq", tag: "Dead letters", auth: "jobs:read",

@@ -7,7 +7,7 @@ const KEY_ID = { id: "The signing key's id (UUIDv7)." };
 const SECRET = v.pipe(v.string(), v.description("`whsec_` + base64 of 32 random bytes. Shown in this answer only: store it now."));
 const HOW = "A call is signed with the active keys of its job's schedule if it has any, else its tenant's, else SCHEDULER_SIGNING_SECRET if set; several active keys give one `v1,` signature each in `webhook-signature`, space separated (Standard Webhooks rotation). Workers hold keys in memory and reload them on change (NOTIFY), at the latest after SCHEDULER_SIGNING_KEYS_REFRESH (10 s by default).";
 
-/** Signing keys per tenant and schedule (API.md "Signing keys (per tenant)"). */
+/** Signing keys per tenant and schedule (README "Signing keys per tenant"). */
 export const signingKeysDocs: RouteDoc[] = [
   {
     method: "post", path: "/v1/signing-keys", tag: "Signing keys", auth: "admin",

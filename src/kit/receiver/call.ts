@@ -8,7 +8,7 @@ export function headerOf(h: HeadersLike, name: string): string | undefined {
   return Array.isArray(v) ? v.join(", ") : v;
 }
 
-/** A verified call from the scheduler (API.md "What a webhook target receives"). */
+/** A verified call from the scheduler (README "What a webhook target receives"). */
 export interface WebhookCall {
   /** webhook-id: the job id, stable across retries: the key for `once`. */
   id: string;

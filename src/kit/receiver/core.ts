@@ -56,7 +56,7 @@ export async function checkWebhook(r: Receiver | ReceiverOptions, req: { headers
 }
 
 /**
- * The verify GET (API.md "Verify before retry"): checks its signature (over an empty body)
+ * The verify GET (README "Verify before retry"): checks its signature (over an empty body)
  * and answers from the marker table: 200 {"processed": true, "processed_at"} when `once`
  * committed this webhook-id, else 404 {"processed": false}.
  */

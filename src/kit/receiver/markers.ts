@@ -37,7 +37,7 @@ export async function onceWithInfo<T>(sql: Sql, webhookId: string, effect: (tx: 
   })) as { result: T; replayed: boolean };
 }
 
-/** The verify answer (API.md "Verify before retry") from the marker table. */
+/** The verify answer (README "Verify before retry") from the marker table. */
 export async function processedStatus(sql: Sql, webhookId: string): Promise<{ processed: true; processed_at: string } | { processed: false }> {
   const [m] = await sql.unsafe<{ processed_at: Date }[]>(query("GetMarker"), [webhookId]);
   return m ? { processed: true, processed_at: new Date(m.processed_at).toISOString() } : { processed: false };
