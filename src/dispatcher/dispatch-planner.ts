@@ -88,12 +88,6 @@ export class DispatchPlanner {
     return this.settings.tenantDefault.maxRunning !== undefined || Object.values(this.settings.tenantOverrides).some((q) => q.maxRunning !== undefined);
   }
 
-  /** Whether any quota or rate limits what is claimed (tokens are taken once a claim answers). */
-  get limitsDispatch(): boolean {
-    const any = (q: TenantQuota) => q.maxRunning !== undefined || q.ratePerSec !== undefined;
-    return this.global !== undefined || any(this.settings.tenantDefault) || Object.values(this.settings.tenantOverrides).some(any);
-  }
-
   /** Milliseconds until the global rate allows a dispatch again (0: now). */
   msUntilGlobalToken(): number {
     return this.global?.msUntilToken() ?? 0;

@@ -89,10 +89,6 @@ export const DISPATCH_LEASE = "dispatch";
 const SCHEDULE_BATCH = 100;
 /** How soon a dispatcher looks again at a full worker in its process (no statement runs then). */
 const LOCAL_FULL_RECHECK_MS = 10;
-/** Claims for the worker in this process under way at once, at most (see pipelined). */
-const CLAIMS_IN_FLIGHT = 2;
-/** A claim started while another is under way must be able to start at least this many. */
-const MIN_OVERLAPPING_START = 16;
 /** Queued jobs the reserved class may have beyond the queue target (its own small lane). */
 const RESERVED_QUEUE = 16;
 
@@ -171,14 +167,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     await this.unlisten?.();
   }
 
-  /**
-   * `pipelined` (the loop's passes; a direct call waits for everything): a claim for the
-   * worker in this process may still be under way when the pass returns, so that the next
-   * pass's claim travels while the slots call this one's jobs. In one process each claim is
-   * its jobs' pre-call check and they are called as it answers: one claim at a time left the
-   * slots idle for most of every round trip.
-   */
-  async runOnce(pipelined = false): Promise<number> {
+  async runOnce(): Promise<number> {
     const held = this.shards.current;
     const auth = this.o.authority.current;
     if (!auth || auth.homeRegion !== this.o.authority.region) {
@@ -200,7 +189,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     const fence: ShardFence = { owner: this.o.owner, shards: held, count: this.o.shards, region: auth.homeRegion, generation: auth.generation };
     // Occurrences first: one due now is then claimed in this same pass.
     const schedules = await this.generateIfDue(fence);
-    const { claimed, full, capped, localFull } = await this.claim(fence, pipelined);
+    const { claimed, full, capped, localFull } = await this.claim(fence);
     if (localFull) {
       // The worker in this process has its hands full: it pokes us when it has room for a
       // batch. Its room changes at many points (a call answered, an outcome written, a check
@@ -277,21 +266,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
   }
 
-  /** Claims for the worker in this process still under way (pipelined passes). */
-  private readonly claimsInFlight = new Set<Promise<unknown>>();
-  /** The start limits of those claims: room the worker has promised them. */
-  private startsInFlight = 0;
-
-  protected override loopPass(): Promise<number> {
-    return this.runOnce(true);
-  }
-
-  protected override async onStop(): Promise<void> {
-    // Their jobs are running under the worker's lease from the commit on: handed over first.
-    await Promise.allSettled([...this.claimsInFlight]);
-  }
-
-  private async claim(fence: ShardFence, pipelined = false): Promise<{ claimed: number; full: boolean; capped: boolean; localFull?: boolean }> {
+  private async claim(fence: ShardFence): Promise<{ claimed: number; full: boolean; capped: boolean; localFull?: boolean }> {
     // Every shard's epoch comes from one never-reset sequence, above all epochs handed out
     // before it was taken, so the highest epoch this dispatcher held is above every token an
     // earlier holder of any of its shards could stamp, and it does not go down (as the
@@ -309,7 +284,6 @@ export class Dispatcher extends PeriodicLoop<number> {
     // claimed a second time by this same worker. A claim waits until the worker has room for
     // a batch, so each one carries many jobs.
     if (local && !local.wantsMore()) return { claimed: 0, full: false, capped: true, localFull: true };
-    if (local && this.claimsInFlight.size >= CLAIMS_IN_FLIGHT) return { claimed: 0, full: false, capped: true, localFull: true };
     const room = local ? local.takeSlots(this.o.batch) : 0;
     const roomHigh = local && rs ? local.takeReservedSlots(this.o.batch - room) : 0;
     let claimed: ClaimRow[] = [];
@@ -317,61 +291,23 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (local && room + roomHigh === 0) {
       return { claimed: 0, full: false, capped: true, localFull: true };
     } else if (local) {
-      // What the claims under way will start is promised already.
-      const startLimit = Math.max(0, local.startRoom() - this.startsInFlight);
-      const onlyStarts = startLimit > 0 && local.claimsOnlyWhatStarts();
-      if (this.claimsInFlight.size > 0 && (!onlyStarts || startLimit < MIN_OVERLAPPING_START)) {
-        local.giveBack(room);
-        local.giveBackReserved(roomHigh);
-        return { claimed: 0, full: false, capped: true, localFull: true };
-      }
+      const startLimit = local.startRoom();
       // Claims that start their jobs take only what starts (the rest stays scheduled, where
       // the planner still chooses among it); the room taken beyond that goes back below.
-      limit = onlyStarts ? Math.min(room, startLimit) + roomHigh : room + roomHigh;
+      limit = startLimit > 0 && local.claimsOnlyWhatStarts() ? Math.min(room, startLimit) + roomHigh : room + roomHigh;
       const direct = { fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner, startLimit };
       // Claimed jobs are running under the worker's lease from the claim's commit on: they
       // go to it even if a later step of the pass throws, or they would wait out the lease.
-      const handOver = async (p: ClaimParams, onPlanned?: (n: number) => void) => {
+      const handOver = async (p: ClaimParams) => {
         const got: ClaimRow[] = [];
         const sentAt = performance.now();
         try {
-          await this.claimer.claim(p, got, onPlanned);
+          await this.claimer.claim(p, got);
         } finally {
           if (got.length > 0) local.accept(got, performance.now() - sentAt);
-          this.noteClaimed(got, token);
           claimed = claimed.concat(got);
         }
       };
-      // Overlapping claims only where nothing is decided by what the last one took: no
-      // reserved class, no quota or rate (their tokens are taken when a claim answers).
-      if (pipelined && onlyStarts && roomHigh === 0 && !this.planner.limitsDispatch) {
-        // The claim holds the slots it may start until it answers; the rest go back now, for
-        // the next pass.
-        const starts = limit;
-        local.giveBack(room - starts);
-        this.startsInFlight += starts;
-        let onPlanned!: (n: number) => void;
-        const planned = new Promise<number>((r) => (onPlanned = r));
-        let outlived = false;
-        const run: Promise<void> = handOver({ ...direct, limit }, onPlanned).finally(() => {
-          this.startsInFlight -= starts;
-          local.giveBack(starts);
-          this.claimsInFlight.delete(run);
-          // The worker's room and the claims under way changed: look again now. Only for a
-          // claim that outlived its pass: a poke is remembered by the next pause, and one made
-          // inside the pass cut short the wait until the next due instant (a spin).
-          if (outlived) this.poke();
-        });
-        this.claimsInFlight.add(run);
-        const n = await Promise.race([planned, run.then(() => -1)]);
-        if (n > 0) {
-          outlived = true;
-          run.catch((err: unknown) => this.o.log.error({ err }, "claiming due jobs failed; retrying"));
-          return { claimed: n, full: n === limit, capped: false };
-        }
-        await run;
-        return { claimed: claimed.length, full: claimed.length === limit, capped: false };
-      }
       try {
         // The reserved slots first, for their class only; then the rest for anyone.
         if (roomHigh > 0) await handOver({ ...direct, limit: roomHigh, minPriority: rs!.minPriority });
@@ -380,7 +316,6 @@ export class Dispatcher extends PeriodicLoop<number> {
         local.giveBack(room);
         local.giveBackReserved(roomHigh);
       }
-      return { claimed: claimed.length, full: claimed.length === limit, capped: false };
     } else {
       // For workers elsewhere. The queue is kept short: about half a second of what workers
       // have been taking. Beyond that, due jobs are better left scheduled, where the
@@ -415,16 +350,12 @@ export class Dispatcher extends PeriodicLoop<number> {
       if (minPriority !== undefined && claimed.length === 0) return { claimed: 0, full: false, capped: true };
       this.uptake.queued(depth + claimed.length);
     }
-    this.noteClaimed(claimed, token);
-    return { claimed: claimed.length, full: claimed.length === limit, capped: false };
-  }
-
-  private noteClaimed(claimed: ClaimRow[], token: number): void {
     for (const c of claimed) {
       this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
       this.o.metrics.shardDispatched.inc({ shard: String(Math.floor((c.slot * this.o.shards) / SLOTS)) });
     }
     if (claimed.length > 0) this.o.log.debug({ count: claimed.length, token }, "dispatched due jobs");
+    return { claimed: claimed.length, full: claimed.length === limit, capped: false };
   }
 
   protected nextDelayMs(): number {

@@ -51,10 +51,6 @@ export class DueClaimer {
   private tenantCursor = "";
   /** The last claim left due work behind for quotas or rates. */
   held = false;
-  /** Job ids chosen by passes whose claim statement has not answered yet. */
-  private readonly claiming = new Set<string>();
-  /** The discovery of the pass under way: the next pass's waits for it (claim). */
-  private discovering: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: DueClaimerOptions) {}
 
@@ -64,41 +60,19 @@ export class DueClaimer {
    * (index settling, reconciliation), the caller still has every job claimed so far and
    * must hand them on, or they would sit claimed until their lease lapses.
    */
-  async claim(p: ClaimParams, into: ClaimRow[] = [], onPlanned?: (n: number) => void): Promise<ClaimRow[]> {
-    // Passes may overlap (see Dispatcher's pipelined claims), their discovery never: a pass
-    // samples only once the one before has chosen its jobs and marked them as being claimed.
-    const before = this.discovering;
-    let release!: () => void;
-    this.discovering = new Promise<void>((r) => (release = r));
-    await before;
-    let chosen = false;
-    const planned = (n: number) => {
-      if (chosen) return;
-      chosen = true;
-      release();
-      onPlanned?.(n);
-    };
+  async claim(p: ClaimParams, into: ClaimRow[] = []): Promise<ClaimRow[]> {
     const t0 = performance.now();
     const start = into.length;
-    try {
-      await this.discoverAndClaim({ ...p, horizonMs: this.o.prestageMs }, into, planned);
-    } finally {
-      planned(into.length - start);
-    }
+    await this.discoverAndClaim({ ...p, horizonMs: this.o.prestageMs }, into);
     const s = (performance.now() - t0) / 1000;
     for (let i = start; i < into.length; i++) this.o.metrics.dispatchLag.observe(s);
     return into.slice(start);
   }
 
-  /**
-   * `planned(n)`: called once the pass has chosen its n jobs and marked them as being claimed,
-   * when a following pass may sample (SQL discovery only: a pass on the Redis index settles
-   * the index after its claim, and the next one reads it after that).
-   */
-  private async discoverAndClaim(p: ClaimParams, into: ClaimRow[], planned: (n: number) => void): Promise<void> {
+  private async discoverAndClaim(p: ClaimParams, into: ClaimRow[]): Promise<void> {
     const keeper = this.o.index;
     const shards = shardsOf(p.fence);
-    if (!keeper?.usable) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into, planned);
+    if (!keeper?.usable) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into);
     // The safety net behind the index runs on its own clock, first: an index whose candidates
     // fill every pass must not keep a job it missed waiting (reconcileBoundMs). It claims
     // oldest first, without the planner: these jobs are already late.
@@ -116,7 +90,7 @@ export class DueClaimer {
     // reconciled most of its limit, and the rest of the pass claimed nothing.
     const want = rest.limit * CANDIDATE_FACTOR + reconciled.length;
     const fromIndex = await keeper.candidates(Math.min(DUE_LIST_MAX, want), this.o.prestageMs, shards.list);
-    if (fromIndex === null) return this.claimPlanned(rest, await this.sqlCandidates(rest.limit, p.fence), into, planned);
+    if (fromIndex === null) return this.claimPlanned(rest, await this.sqlCandidates(rest.limit, p.fence), into);
     const start = into.length;
     await this.claimPlanned(rest, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.o.prestageMs, shards), into);
     // Reconciled entries leave the index as claimed ones do (not read again as stale).
@@ -129,10 +103,6 @@ export class DueClaimer {
    * with more tenants than that, every tenant comes round).
    */
   private async sqlCandidates(limit: number, fence: ShardFence): Promise<CandidateRow[]> {
-    // The jobs a pass still under way is claiming are in the sample too (they are scheduled
-    // until it commits) and are left out: sampled beyond, or the oldest `limit` of a tenant
-    // would be exactly those and this pass would find nothing.
-    limit += this.claiming.size;
     const sample = await sampleDue(this.o.db, {
       cursor: this.tenantCursor, tenants: TENANTS_PER_PASS, budget: CANDIDATE_FACTOR * limit, limit, horizonMs: this.o.prestageMs, shards: shardsOf(fence),
     });
@@ -141,11 +111,9 @@ export class DueClaimer {
   }
 
   /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
-  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: ClaimRow[], planned?: (n: number) => void): Promise<void> {
+  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: ClaimRow[]): Promise<void> {
     this.held = false;
     if (p.minPriority !== undefined) rows = rows.filter((r) => r.priority >= p.minPriority!);
-    // Chosen by a pass whose claim is still under way: not this pass's to take.
-    if (this.claiming.size > 0) rows = rows.filter((r) => !this.claiming.has(r.id));
     if (rows.length === 0) return;
     const candidates: Candidate[] = rows.map((r) => ({ id: r.id, tenant: r.tenant, priority: r.priority, dueMs: r.due_at.getTime(), catchup: r.catchup }));
     const planner = this.o.planner;
@@ -157,8 +125,6 @@ export class DueClaimer {
     const ids = plan.map((c) => c.id);
     const attemptIds = p.worker && (p.startLimit ?? 0) > 0 ? ids.map(() => Bun.randomUUIDv7()) : undefined;
     let got: ClaimRow[];
-    for (const id of ids) this.claiming.add(id);
-    planned?.(ids.length);
     try {
       got = await claimDueIds(this.o.db, { ...p, ids, attemptIds });
       await this.o.afterClaimReply?.(got);
@@ -171,8 +137,6 @@ export class DueClaimer {
         );
       }
       throw err;
-    } finally {
-      for (const id of ids) this.claiming.delete(id);
     }
     into.push(...got);
     planner.commit(got);

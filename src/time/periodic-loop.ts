@@ -17,10 +17,6 @@ export abstract class PeriodicLoop<R = unknown> {
   /** Pause before the next pass, given the last result. */
   protected abstract nextDelayMs(last: R | undefined): number;
   protected onStop(): Promise<void> | void {}
-  /** The loop's pass: runOnce, unless a loop's own passes may leave work under way (see Dispatcher). */
-  protected loopPass(): Promise<R> {
-    return this.runOnce();
-  }
 
   start(): void {
     if (this.running) return;
@@ -47,7 +43,7 @@ export abstract class PeriodicLoop<R = unknown> {
     while (!this.stopping) {
       let last: R | undefined;
       try {
-        last = await this.loopPass();
+        last = await this.runOnce();
         failures = 0;
       } catch (err) {
         failures++;
