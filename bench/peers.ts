@@ -21,7 +21,7 @@ import { parseArgs } from "node:util";
 import { RedisClient } from "bun";
 import postgres from "postgres";
 import { duration, UsageError, whole } from "./lib/args.ts";
-import { describeMachine, packageVersion } from "./lib/machine.ts";
+import { describeMachine, machineCpuSeconds, packageVersion } from "./lib/machine.ts";
 import { describeServer, environmentRows, type ServerInfo } from "./lib/server.ts";
 import { keyValues, percentile, table } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
@@ -112,6 +112,10 @@ interface ScenarioResult extends Checks {
   lagP50?: number;
   lagP99?: number;
   peakRssMiB?: number;
+  /** burst: CPU of the delivering process, µs per job delivered, first call to last. */
+  processCpuUs?: number;
+  /** burst: the whole machine's busy CPU (every process: database, target, bench), µs per job, same span. */
+  machineCpuUs?: number;
   exitCode: number;
   cost?: Cost;
   extra?: Record<string, number>;
@@ -125,6 +129,25 @@ async function waitDelivered(sys: System, target: RecordingTarget, phase: number
     sys.assertAlive();
     await Bun.sleep(10);
   }
+}
+
+interface CpuSample {
+  delivered: number;
+  process: number | undefined;
+  machine: { busy: number; total: number } | undefined;
+}
+
+function cpuSample(sys: System, target: RecordingTarget, phase: number): CpuSample {
+  return { delivered: target.delivered(phase), process: sys.cpuSeconds(), machine: machineCpuSeconds() };
+}
+
+async function cpuAtFirstCall(sys: System, target: RecordingTarget, phase: number, deadline: number): Promise<CpuSample | undefined> {
+  while (target.delivered(phase) === 0) {
+    if (Date.now() > deadline) return undefined;
+    sys.assertAlive();
+    await Bun.sleep(2);
+  }
+  return cpuSample(sys, target, phase);
 }
 
 function checks(due: Map<string, number>, arrivals: Map<string, number[]>): Checks & { firsts: number[]; lags: number[] } {
@@ -184,7 +207,11 @@ async function runScenario(p: {
     }
     say(`peers: ${sys.name} ${scenario}: ${n} jobs created in ${created.seconds.toFixed(2)} s`);
     const firstDue = Math.min(...created.due.values());
-    await waitDelivered(sys, target, phase, n, Math.max(firstDue, Date.now()) + args.timeoutMs);
+    const deadline = Math.max(firstDue, Date.now()) + args.timeoutMs;
+    // CPU is read from the first call to the last: the start-up of the process is left out.
+    const cpu0 = scenario === "burst" ? await cpuAtFirstCall(sys, target, phase, deadline) : undefined;
+    await waitDelivered(sys, target, phase, n, deadline);
+    const cpu1 = cpu0 ? cpuSample(sys, target, phase) : undefined;
     await Bun.sleep(1000); // repeated calls would come now
     const rss = sys.peakRss();
     const extra = scenario === "burst" ? await sys.extra?.() : undefined;
@@ -199,6 +226,11 @@ async function runScenario(p: {
       scenario, jobs: n, createSeconds: created.seconds, missing: c.missing, duplicates: c.duplicates, early: c.early, late: created.late,
       peakRssMiB: rss === undefined ? undefined : rss / 2 ** 20, exitCode, cost, extra,
     };
+    if (cpu0 && cpu1 && cpu1.delivered > cpu0.delivered) {
+      const jobs = cpu1.delivered - cpu0.delivered;
+      if (cpu0.process !== undefined && cpu1.process !== undefined) r.processCpuUs = ((cpu1.process - cpu0.process) / jobs) * 1e6;
+      if (cpu0.machine && cpu1.machine) r.machineCpuUs = ((cpu1.machine.busy - cpu0.machine.busy) / jobs) * 1e6;
+    }
     const firsts = c.firsts.sort((a, b) => a - b);
     if (scenario === "burst" && firsts.length > 1) r.perSecond = (firsts.length / (firsts[firsts.length - 1] - firsts[0])) * 1000;
     if (scenario === "herd" && firsts.length) r.drainSeconds = (firsts[firsts.length - 1] - dueInstant) / 1000;
@@ -231,6 +263,8 @@ const ROWS: Row[] = [
   { label: "create (herd), jobs/s", higher: true, digits: 0, value: (r) => { const h = of(r, "herd"); return h && h.createSeconds > 0 ? h.jobs / h.createSeconds : undefined; } },
   { label: "commits / job (burst)", higher: false, digits: 3, value: (r) => { const b = of(r, "burst"); return b?.cost ? b.cost.commits / b.jobs : undefined; } },
   { label: "statements / job (burst)", higher: false, digits: 3, value: (r) => { const b = of(r, "burst"); return b?.cost?.statements !== undefined ? b.cost.statements / b.jobs : undefined; } },
+  { label: "CPU µs / job, process (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.processCpuUs },
+  { label: "CPU µs / job, machine (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.machineCpuUs },
   { label: "peak RSS MiB (max of scenarios)", higher: false, digits: 0, value: (r) => { const v = r.map((x) => x.peakRssMiB).filter((x): x is number => x !== undefined); return v.length ? Math.max(...v) : undefined; } },
 ];
 
@@ -352,6 +386,7 @@ async function main(): Promise<number> {
     "create: the herd's jobs / the time to create them (scheduler: POST /v1/jobs/batch; graphile-worker: addJobs; BullMQ: addBulk; 1000 a call, 2 in flight).",
     "commits / job: pg_stat_database.xact_commit of the system's database, burst start → stop, / jobs;",
     "statements / job: pg_stat_statements calls (top level, without BEGIN/COMMIT) over the same span. peak RSS: VmHWM of the delivering process.",
+    "CPU µs / job: user + system time of the delivering process (/proc/PID/stat), and busy time of the whole machine (/proc/stat: the database, the target and this bench too), first call → last, / the jobs delivered in that span (10 ms ticks).",
     "",
   ];
   for (const [name, rs] of results) {

@@ -11,7 +11,7 @@ import { createBunRedisClient, Queue } from "bullmq";
 import { makeWorkerUtils, type WorkerUtils } from "graphile-worker";
 import { createDatabase, dropDatabase } from "../../test/helpers/db.ts";
 import { createJobs } from "../lib/create-jobs.ts";
-import { procMemoryBytes, SchedulerProcess } from "../lib/scheduler-process.ts";
+import { procCpuSeconds, procMemoryBytes, SchedulerProcess } from "../lib/scheduler-process.ts";
 import type { PeerPayload } from "./post.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
@@ -44,6 +44,8 @@ export interface System {
   assertAlive(): void;
   /** Peak resident memory of the process set so far (sum of each process's VmHWM), bytes. */
   peakRss(): number | undefined;
+  /** CPU seconds (user + system) the delivering process has used so far. */
+  cpuSeconds(): number | undefined;
   /** Stops the process set gracefully; its exit code (non-zero if any failed). */
   stop(): Promise<number>;
   /** Drops what setup made. */
@@ -177,6 +179,10 @@ export class SchedulerSystem implements System {
     return this.proc?.peakRssBytes();
   }
 
+  cpuSeconds(): number | undefined {
+    return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
+  }
+
   async stop(): Promise<number> {
     const p = this.proc;
     this.proc = undefined;
@@ -242,6 +248,10 @@ export class GraphileSystem implements System {
 
   peakRss(): number | undefined {
     return this.proc ? procMemoryBytes(this.proc.proc.pid, "VmHWM") : undefined;
+  }
+
+  cpuSeconds(): number | undefined {
+    return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
   }
 
   async stop(): Promise<number> {
@@ -316,6 +326,10 @@ export class BullmqSystem implements System {
 
   peakRss(): number | undefined {
     return this.proc ? procMemoryBytes(this.proc.proc.pid, "VmHWM") : undefined;
+  }
+
+  cpuSeconds(): number | undefined {
+    return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
   }
 
   /** Redis's own peak RSS (it serves only BullMQ in this bench) and the commands it ran per created job, start to stop. */
