@@ -234,7 +234,8 @@ SELECT u.id, u.was, u.in_call, u.now_status FROM u;
 -- take now (or within the pre-staging horizon $5, ms), in the shards $6 (of $7; null: all
 -- of them). Each row also says how many tenants were sampled and the last of them (the
 -- next pass's cursor when the sample was full); with no candidate at all, one row of those
--- two alone.
+-- two alone. $8: jobs left out (those a claim in flight is taking, when the next pass's
+-- discovery runs beside it; see DueClaimer.lookAhead).
 -- Candidates only: the claim checks everything again.
 --
 -- The tenant sample is a loose index scan, one probe per tenant however many jobs each has.
@@ -293,6 +294,7 @@ FROM summary s LEFT JOIN LATERAL (
       AND ($6::int[] IS NULL OR (slot * $7::int / 4096) = ANY($6::int[]))
       AND (expires_at IS NULL OR expires_at > now())
       AND claimable(start_by, calls)
+      AND NOT (id = ANY($8::uuid[]))
     ORDER BY due_at
     LIMIT s.per_class
   ) c

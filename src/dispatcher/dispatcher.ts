@@ -362,6 +362,11 @@ export class Dispatcher extends PeriodicLoop<number> {
     return this.sleepMs;
   }
 
+  /** A discovery started ahead of a pass that will not come: let it finish before the pool closes. */
+  protected override async onStop(): Promise<void> {
+    await this.claimer.settle();
+  }
+
   private onLeadership(hold: LeaseHold | undefined): void {
     this.o.metrics.authorityEpoch.set(hold ? fencingToken(this.o.authority.current?.generation ?? 0, hold.epoch) : 0);
     this.o.metrics.dispatchLeader.set(hold ? 1 : 0);

@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, sampleDue, tenantsInFlight } from "../store/dispatch-queries.ts";
+import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, type DueSample, sampleDue, tenantsInFlight } from "../store/dispatch-queries.ts";
 import type { ShardFence } from "../store/shards.ts";
 import type { ClaimRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
@@ -14,6 +14,12 @@ import type { DbClock } from "../time/db-clock.ts";
 const TENANTS_PER_PASS = 64;
 /** Candidates sampled per slot to fill: room for the planner to choose. */
 const CANDIDATE_FACTOR = 4;
+/**
+ * How old a discovery made ahead (lookAhead) may be when its pass uses it, ms. Older, the
+ * pass looks again: jobs that became due since, of other tenants or of a higher class, wait
+ * at most this long for a look of their own.
+ */
+export const AHEAD_MAX_AGE_MS = 50;
 
 export interface DueClaimerOptions {
   db: Db;
@@ -35,6 +41,10 @@ export interface DueClaimerOptions {
   afterClaimReply?: (jobs: ClaimRow[]) => Promise<void>;
   /** Logs a failed give-back of a claim whose reply was lost. */
   log: Logger;
+  /** How old a discovery made ahead may be when used (ms; AHEAD_MAX_AGE_MS). Tests set it to be independent of the machine's speed. */
+  aheadMaxAgeMs?: number;
+  /** Test seam: each SQL discovery a pass uses, its candidates, and whether it was made ahead. */
+  onDiscovery?: (ids: string[], ahead: boolean) => void;
   /** The database's clock: aging measures lateness against due instants on it. */
   clock: DbClock;
 }
@@ -51,6 +61,8 @@ export class DueClaimer {
   private tenantCursor = "";
   /** The last claim left due work behind for quotas or rates. */
   held = false;
+  /** The next pass's discovery, started beside this pass's claim (see lookAhead). */
+  private ahead: { shards: string; cursor: string; at: number; sample: Promise<DueSample | undefined> } | undefined;
 
   constructor(private readonly o: DueClaimerOptions) {}
 
@@ -72,7 +84,7 @@ export class DueClaimer {
   private async discoverAndClaim(p: ClaimParams, into: ClaimRow[]): Promise<void> {
     const keeper = this.o.index;
     const shards = shardsOf(p.fence);
-    if (!keeper?.usable) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into);
+    if (!keeper?.usable) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into, true);
     // The safety net behind the index runs on its own clock, first: an index whose candidates
     // fill every pass must not keep a job it missed waiting (reconcileBoundMs). It claims
     // oldest first, without the planner: these jobs are already late.
@@ -100,18 +112,59 @@ export class DueClaimer {
   /**
    * A bounded sample of due work from SQL: the oldest claimable jobs of each tenant and
    * priority class, for up to TENANTS_PER_PASS tenants, starting after the last pass's (so
-   * with more tenants than that, every tenant comes round).
+   * with more tenants than that, every tenant comes round). The one made ahead, beside the
+   * last claim, when it still answers this pass's question.
    */
   private async sqlCandidates(limit: number, fence: ShardFence): Promise<CandidateRow[]> {
-    const sample = await sampleDue(this.o.db, {
-      cursor: this.tenantCursor, tenants: TENANTS_PER_PASS, budget: CANDIDATE_FACTOR * limit, limit, horizonMs: this.o.prestageMs, shards: shardsOf(fence),
-    });
+    const ahead = await this.takeAhead(limit, fence);
+    const sample = ahead ?? (await this.sample(limit, fence, []));
+    this.o.onDiscovery?.(sample.candidates.map((c) => c.id), ahead !== undefined);
     this.tenantCursor = sample.sampled >= TENANTS_PER_PASS ? sample.lastTenant! : "";
     return sample.candidates;
   }
 
+  private sample(limit: number, fence: ShardFence, exclude: string[]): Promise<DueSample> {
+    return sampleDue(this.o.db, {
+      cursor: this.tenantCursor, tenants: TENANTS_PER_PASS, budget: CANDIDATE_FACTOR * limit, limit, horizonMs: this.o.prestageMs, shards: shardsOf(fence), exclude,
+    });
+  }
+
+  /**
+   * Starts the next pass's discovery while this pass's claim runs, leaving out the jobs it
+   * claims: passes are a discovery and a claim one after the other, and the worker's slots
+   * wait for both (bench/README, issue 15 part 8). Candidates only: the next claim checks
+   * every one again, so a job claimed, cancelled or moved meanwhile is never taken by it.
+   */
+  private lookAhead(limit: number, fence: ShardFence, claiming: string[]): void {
+    const sample = this.sample(limit, fence, claiming).catch((err: unknown) => {
+      this.o.log.debug({ err }, "discovery ahead of the next pass failed; that pass looks again");
+      return undefined;
+    });
+    this.ahead = { shards: shardKey(fence), cursor: this.tenantCursor, at: performance.now(), sample };
+  }
+
+  /**
+   * The discovery made ahead, if it answers this pass: the same shards and tenant cursor,
+   * young enough, and enough candidates for the limit (asked for a larger one, or found
+   * short because the claim in flight took the rest, the pass looks again).
+   */
+  private async takeAhead(limit: number, fence: ShardFence): Promise<DueSample | undefined> {
+    const a = this.ahead;
+    this.ahead = undefined;
+    if (!a || a.shards !== shardKey(fence) || a.cursor !== this.tenantCursor) return undefined;
+    const sample = await a.sample;
+    if (!sample || performance.now() - a.at > (this.o.aheadMaxAgeMs ?? AHEAD_MAX_AGE_MS) || sample.candidates.length < limit) return undefined;
+    return sample;
+  }
+
+  /** Waits for a discovery made ahead that is still running (a stopping dispatcher). */
+  async settle(): Promise<void> {
+    await this.ahead?.sample;
+    this.ahead = undefined;
+  }
+
   /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
-  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: ClaimRow[]): Promise<void> {
+  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: ClaimRow[], fromSql = false): Promise<void> {
     this.held = false;
     if (p.minPriority !== undefined) rows = rows.filter((r) => r.priority >= p.minPriority!);
     if (rows.length === 0) return;
@@ -124,6 +177,9 @@ export class DueClaimer {
     if (plan.length === 0) return;
     const ids = plan.map((c) => c.id);
     const attemptIds = p.worker && (p.startLimit ?? 0) > 0 ? ids.map(() => Bun.randomUUIDv7()) : undefined;
+    // A full plan means more due work than this claim takes: the next pass's discovery can
+    // run now. Not for the reserved class's claims (their candidates are filtered by class).
+    if (fromSql && p.minPriority === undefined && plan.length >= p.limit) this.lookAhead(p.limit, p.fence, ids);
     let got: ClaimRow[];
     try {
       got = await claimDueIds(this.o.db, { ...p, ids, attemptIds });
@@ -145,3 +201,5 @@ export class DueClaimer {
 }
 
 const shardsOf = (f: ShardFence) => ({ list: f.shards.map((h) => h.shard), count: f.count });
+/** Which shards a fence holds, as a key (epochs apart: the claim checks those). */
+const shardKey = (f: ShardFence) => `${f.count}:${f.shards.map((h) => h.shard).join(",")}`;

@@ -105,11 +105,12 @@ export interface DueSample {
  * sampled, at least 16 and at most `limit` each. See SampleDue.
  */
 export async function sampleDue(
-  db: Queryable, p: { cursor: string; tenants: number; budget: number; limit: number; horizonMs: number; shards: { list: number[]; count: number } },
+  db: Queryable,
+  p: { cursor: string; tenants: number; budget: number; limit: number; horizonMs: number; shards: { list: number[]; count: number }; exclude?: string[] },
 ): Promise<DueSample> {
   const all = new Set(p.shards.list).size >= p.shards.count;
   const rows = await db.query<Omit<CandidateRow, "id"> & { id: string | null; sampled: number; last_tenant: string | null }>(sql("SampleDue"), [
-    p.cursor, p.tenants, p.budget, p.limit, p.horizonMs, all ? null : p.shards.list, p.shards.count,
+    p.cursor, p.tenants, p.budget, p.limit, p.horizonMs, all ? null : p.shards.list, p.shards.count, p.exclude ?? [],
   ]);
   const candidates: CandidateRow[] = [];
   for (const r of rows) if (r.id !== null) candidates.push({ id: r.id, tenant: r.tenant, priority: r.priority, due_at: r.due_at, catchup: r.catchup });

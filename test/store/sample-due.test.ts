@@ -80,5 +80,20 @@ for (const driver of DRIVERS) {
       const staged = await sampleDue(t.db, { cursor: "zz", tenants: 1, budget: 400, limit: 100, horizonMs: 120_000, shards: ALL });
       expect(staged.candidates.some((c) => c.id === later.id)).toBe(true);
     });
+
+    test("jobs left out (a claim in flight takes them) are never offered, though still scheduled; the next oldest are", async () => {
+      // zz-big's 30 normal jobs from the test above, still scheduled: leave out the 10 oldest.
+      const before = await sampleDue(t.db, { cursor: "zz", tenants: 1, budget: 400, limit: 20, horizonMs: 0, shards: ALL });
+      const normal = before.candidates.filter((c) => c.priority === 0).map((c) => c.id);
+      expect(normal).toHaveLength(20);
+      const out = normal.slice(0, 10);
+      const after = await sampleDue(t.db, { cursor: "zz", tenants: 1, budget: 400, limit: 20, horizonMs: 0, shards: ALL, exclude: out });
+      const offered = after.candidates.filter((c) => c.priority === 0).map((c) => c.id);
+      expect(offered.filter((id) => out.includes(id))).toEqual([]);
+      expect(offered).toHaveLength(20);
+      expect(offered.slice(0, 10)).toEqual(normal.slice(10));
+      const left = await t.db.query<{ n: number | string }>("SELECT count(*) AS n FROM jobs WHERE id = ANY($1::uuid[]) AND status = 'scheduled'", [out]);
+      expect(Number(left[0]!.n)).toBe(10);
+    });
   });
 }
