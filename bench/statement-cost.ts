@@ -1,0 +1,129 @@
+/**
+ * What the delivery path's two per-job statements cost the database, alone: the claim that
+ * starts its jobs (ClaimDueIds, for a worker in the dispatcher's process) and the completion
+ * (CompleteAttempts), run through the scheduler's own query functions on one connection, no
+ * call made, nothing else running. Figures per job: the backend's CPU (/proc/PID/stat, so
+ * the server must run on this machine, as `npm run bench:statements` starts it) and the
+ * wall time of the loop. In `bench:peers` the backends spend about twice this per job (the
+ * cores are shared with the processes calling): this is the floor a change to the SQL or
+ * the schema moves.
+ *
+ *   npm run bench:statements -- [--jobs 20000] [--rounds 3] [--claim-batch 250] [--complete-batch 100]
+ */
+import { parseArgs } from "node:util";
+import postgres from "postgres";
+import { createDatabase, dropDatabase } from "../test/helpers/db.ts";
+import { seedAuthority } from "../src/store/authority.ts";
+import { claimDueIds } from "../src/store/dispatch-queries.ts";
+import { migrate } from "../src/store/migrate.ts";
+import { openPostgres } from "../src/store/postgres-driver.ts";
+import { acquireShards } from "../src/store/shards.ts";
+import { completeAttempts, type Completion } from "../src/store/worker-queries.ts";
+import { describeMachine, packageVersion } from "./lib/machine.ts";
+import { procCpuSeconds } from "./lib/scheduler-process.ts";
+import { describeServer, environmentRows } from "./lib/server.ts";
+import { keyValues, table } from "./lib/stats.ts";
+
+const USAGE = "usage: bun bench/statement-cost.ts [--jobs N] [--rounds N] [--claim-batch N] [--complete-batch N]   (npm run bench:statements -- …)";
+const { values } = parseArgs({
+  options: { jobs: { type: "string" }, rounds: { type: "string" }, "claim-batch": { type: "string" }, "complete-batch": { type: "string" }, help: { type: "boolean" } },
+});
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const whole = (name: string, v: string | undefined, dflt: number) => {
+  const n = Number(v ?? dflt);
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`statement-cost: --${name} must be a whole number ≥ 1, got ${v}\n${USAGE}`);
+    process.exit(2);
+  }
+  return n;
+};
+const N = whole("jobs", values.jobs, 20_000);
+const ROUNDS = whole("rounds", values.rounds, 3);
+const CLAIM_BATCH = whole("claim-batch", values["claim-batch"], 250);
+const COMPLETE_BATCH = whole("complete-batch", values["complete-batch"], 100);
+
+const url = await createDatabase();
+const db = openPostgres({ url, maxConnections: 1 });
+const admin = postgres(url, { max: 1, onnotice: () => {} });
+const say = (s: string) => process.stderr.write(`${s}\n`);
+
+interface Figures { cpuUs: number; wallUs: number }
+const results: { claim: Figures; complete: Figures }[] = [];
+try {
+  await migrate(db);
+  await seedAuthority(db, "local");
+  const backend = Number((await db.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))[0]!.pid);
+  /** The backend's CPU and the wall time of fn, per job. */
+  const measure = async (fn: () => Promise<void>): Promise<Figures> => {
+    const cpu0 = procCpuSeconds(backend);
+    if (cpu0 === undefined) throw new Error("statement-cost: cannot read the backend's /proc entry: the server must run on this machine (npm run bench:statements starts one)");
+    const t0 = performance.now();
+    await fn();
+    const wall = performance.now() - t0;
+    return { cpuUs: ((procCpuSeconds(backend)! - cpu0) / N) * 1e6, wallUs: (wall / N) * 1000 };
+  };
+  for (let r = 0; r < ROUNDS; r++) {
+    say(`statement-cost: round ${r + 1} of ${ROUNDS}: ${N} jobs`);
+    await db.exec("TRUNCATE jobs, attempts CASCADE");
+    // Jobs as the peers bench makes them: a small JSON body to one URL, all due.
+    await db.query(
+      `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms)
+       SELECT gen_random_uuid(), 'bench', 'scheduled', now() - interval '1 second', now(),
+         jsonb_build_object('url', 'http://127.0.0.1:9/hook', 'method', 'POST', 'headers', '{}'::jsonb, 'body', '{"k":"' || g || '","due":1764690000000}', 'json', true),
+         3, 1000, 60000, 30000
+       FROM generate_series(1, $1::int) g`,
+      [N],
+    );
+    await db.exec("VACUUM ANALYZE jobs");
+    await db.exec("VACUUM ANALYZE attempts");
+    await db.exec("UPDATE leases SET lease_until = now() - interval '1 hour' WHERE name LIKE 'dispatch:%'");
+    const shards = await acquireShards(db, { owner: "bench-dispatcher", shards: [0], ttlMs: 3_600_000, skewMs: 0, region: "local" });
+    const fence = { owner: "bench-dispatcher", shards, count: 1, region: "local", generation: 0 };
+    const ids = (await db.query<{ id: string }>("SELECT id FROM jobs ORDER BY due_at, id")).map((x) => x.id);
+    const started: { job_id: string; gen: number; attempt_id: string }[] = [];
+    const claim = await measure(async () => {
+      for (let i = 0; i < ids.length; i += CLAIM_BATCH) {
+        const batch = ids.slice(i, i + CLAIM_BATCH);
+        const attemptIds = batch.map(() => Bun.randomUUIDv7());
+        const got = await claimDueIds(db, { fence, limit: batch.length, token: shards[0]!.epoch, ttlMs: 3_600_000, worker: "bench-worker", startLimit: batch.length, ids: batch, attemptIds });
+        if (got.length !== batch.length) throw new Error(`statement-cost: a claim took ${got.length} of ${batch.length}`);
+        for (const j of got) started.push({ job_id: j.id, gen: j.lease_generation, attempt_id: j.attempt_id! });
+      }
+    });
+    const now = new Date();
+    const complete = await measure(async () => {
+      for (let i = 0; i < started.length; i += COMPLETE_BATCH) {
+        const items: Completion[] = started.slice(i, i + COMPLETE_BATCH).map((s) => ({
+          job_id: s.job_id, gen: s.gen, attempt_id: s.attempt_id, outcome: "success", http_status: 200, error: null, possibly_delivered: false,
+          started_at: now, finished_at: now, next_status: "succeeded", next_delay_ms: null, last_error: null, counts_try: false, throttle_until: null, dead_reason: null,
+        }));
+        const rows = await completeAttempts(db, "bench-worker", items);
+        if (rows.length !== items.length) throw new Error(`statement-cost: a completion wrote ${rows.length} of ${items.length}`);
+      }
+    });
+    results.push({ claim, complete });
+  }
+  const server = await describeServer((s) => admin.unsafe(s) as never);
+  const range = (xs: number[]) => {
+    const lo = Math.min(...xs), hi = Math.max(...xs);
+    return Math.abs(hi - lo) < 0.05 ? lo.toFixed(1) : `${lo.toFixed(1)}–${hi.toFixed(1)}`;
+  };
+  process.stdout.write(`\nstatement cost: ${N} jobs a round, ${ROUNDS} rounds, one connection, nothing else running\n\n`);
+  process.stdout.write(table(
+    ["statement", "batch", "backend CPU µs/job", "wall µs/job"],
+    [
+      ["ClaimDueIds (claim + start)", String(CLAIM_BATCH), range(results.map((r) => r.claim.cpuUs)), range(results.map((r) => r.claim.wallUs))],
+      ["CompleteAttempts (success)", String(COMPLETE_BATCH), range(results.map((r) => r.complete.cpuUs)), range(results.map((r) => r.complete.wallUs))],
+      ["both", "", range(results.map((r) => r.claim.cpuUs + r.complete.cpuUs)), range(results.map((r) => r.claim.wallUs + r.complete.wallUs))],
+    ],
+  ));
+  process.stdout.write("\nbackend CPU: user + system time of the connection's backend (/proc/PID/stat, 10 ms ticks) / jobs; wall: the loop's time / jobs, commits included.\n\n");
+  process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);
+} finally {
+  await db.close();
+  await admin.end();
+  await dropDatabase(url).catch(() => {});
+}
