@@ -5,7 +5,7 @@ import type { StatsHistory } from "../obs/stats-history.ts";
 import { readAuthority } from "../store/authority.ts";
 import type { Db } from "../store/db.ts";
 import { readStats } from "../store/stats.ts";
-import { sql } from "../store/sql.ts";
+import { dueBacklogByTenant } from "../store/metrics-queries.ts";
 import { type AppEnv, requireScope, tenantFilter } from "./auth.ts";
 import { clusterView } from "./cluster-routes.ts";
 import { queryInt } from "./request.ts";
@@ -31,14 +31,14 @@ export function statsRoutes(deps: StatsRoutesDeps) {
     const [stats, authority, tenants] = await Promise.all([
       readStats(deps.db, { tenant, overdueMs: OVERDUE_MS, windowS }),
       readAuthority(deps.db),
-      tenant === null ? deps.db.query<{ tenant: string; n: string }>(sql("DueBacklogByTenant"), [10]) : Promise.resolve([]),
+      tenant === null ? dueBacklogByTenant(deps.db, 10) : Promise.resolve([]),
     ]);
     return c.json({
       at: new Date().toISOString(),
       tenant,
       ...stats,
       overdue_after_seconds: OVERDUE_MS / 1000,
-      tenants_due_backlog: tenants.map((r) => ({ tenant: r.tenant, due_backlog: Number(r.n) })),
+      tenants_due_backlog: tenants.map((r) => ({ tenant: r.tenant, due_backlog: r.n })),
       cluster: authority ? clusterView(authority, deps.config) : null,
       history: tenant === null ? (deps.history?.samples() ?? []) : [],
     });

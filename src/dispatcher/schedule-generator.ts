@@ -4,7 +4,7 @@ import { insertJobsIn, type NewJob } from "../store/jobs.ts";
 import { occurrenceJob, windowJitter } from "../store/new-job.ts";
 import { lockShards, type ShardFence } from "../store/shards.ts";
 import type { ScheduleRow } from "../store/schedules.ts";
-import { sql } from "../store/sql.ts";
+import { activeOccurrences, advanceSchedule, dueSchedules, expireCoalesced, pauseBrokenSchedule, releaseOldestHeld } from "../store/occurrence-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { CronRule } from "../time/cron-rule.ts";
@@ -52,7 +52,7 @@ export class ScheduleGenerator {
         // Only the schedules of the shards still held, each held to the end of the transaction.
         const shards = await lockShards(q, fence);
         if (shards.length === 0) return 0;
-        const due = await q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [this.o.batch, shards, fence.count]);
+        const due = await dueSchedules(q, this.o.batch, shards, fence.count);
         for (const s of due) await this.generateOne(q, s);
         return due.length;
       });
@@ -82,7 +82,7 @@ export class ScheduleGenerator {
     }
     const reason = `generation failed: ${(failure as Error).message}`.slice(0, 500);
     this.o.log.error({ err: failure, schedule_id: s.id, tenant: s.tenant }, "schedule paused: its occurrences could not be generated");
-    await q.query(sql("PauseBrokenSchedule"), [s.tenant, s.id, reason]);
+    await pauseBrokenSchedule(q, s.tenant, s.id, reason);
   }
 
   /** Counted once per error: the one that lost a schedule's turn, or the whole pass's. */
@@ -117,17 +117,15 @@ export class ScheduleGenerator {
     });
     let misfired = plan.misfired;
     if (plan.coalesceBefore !== null) {
-      misfired += (await q.query(sql("ExpireCoalesced"), [s.tenant, s.id, new Date(plan.coalesceBefore)])).length;
+      misfired += await expireCoalesced(q, s.tenant, s.id, new Date(plan.coalesceBefore));
     }
     let active = 0;
     let held = 0;
     if (s.overlap !== "allow") {
-      const c = (await q.query<{ active: string; held: string }>(sql("ActiveOccurrences"), [s.tenant, s.id]))[0];
-      active = Number(c.active);
-      held = Number(c.held);
+      ({ active, held } = await activeOccurrences(q, s.tenant, s.id));
       if (active === 0 && held > 0) {
         // Nothing in progress yet one held: the release was missed; release it now.
-        await q.query(sql("ReleaseOldestHeld"), [s.tenant, s.id]);
+        await releaseOldestHeld(q, s.tenant, s.id);
         active = 1;
         held--;
       }
@@ -150,11 +148,11 @@ export class ScheduleGenerator {
     }
     const inserted = jobs.length > 0 ? await insertJobsIn(q, jobs) : [];
     const created = inserted.filter((r) => r.kind === "created").length;
-    await q.query(sql("AdvanceSchedule"), [
-      s.tenant, s.id, plan.nextFireAt === null ? null : new Date(plan.nextFireAt),
-      plan.lastNominal === null ? null : new Date(plan.lastNominal), created, skipped, misfired,
-      skipped > 0 ? `overlap=${s.overlap}: the previous occurrence was still in progress` : null,
-    ]);
+    await advanceSchedule(q, s.tenant, s.id, {
+      nextFireAt: plan.nextFireAt === null ? null : new Date(plan.nextFireAt),
+      lastNominal: plan.lastNominal === null ? null : new Date(plan.lastNominal), created, skipped, misfired,
+      skipReason: skipped > 0 ? `overlap=${s.overlap}: the previous occurrence was still in progress` : null,
+    });
     if (created) this.o.metrics.occurrences.inc({ result: "generated" }, created);
     if (skipped) this.o.metrics.occurrences.inc({ result: "skipped_overlap" }, skipped);
     if (misfired) {

@@ -24,17 +24,17 @@
  * write missed while going off is what off means.
  */
 import type { Db } from "../store/db.ts";
-import { sql } from "../store/sql.ts";
+import { indexCaptureGet, indexCaptureLockTimeout, indexCaptureLockWriters, indexCaptureSet, outboxDiscard } from "../store/index-queries.ts";
 
 const DISCARD_BATCH = 5000;
 
 /** Turns capture on or off; returns true when the setting changed. Turning it off empties the outbox. */
 export async function setIndexCapture(db: Db, enabled: boolean): Promise<boolean> {
   if (enabled) return captureOn(db);
-  const changed = (await db.query(sql("IndexCaptureSet"), [false])).length > 0;
+  const changed = await indexCaptureSet(db, false);
   if (!enabled && changed) {
     // Bounded deletes: a large outbox is emptied without one long transaction.
-    while ((await db.query<{ id: unknown }>(sql("OutboxDiscard"), [DISCARD_BATCH])).length === DISCARD_BATCH);
+    while ((await outboxDiscard(db, DISCARD_BATCH)) === DISCARD_BATCH);
   }
   return changed;
 }
@@ -46,13 +46,12 @@ export async function setIndexCapture(db: Db, enabled: boolean): Promise<boolean
 async function captureOn(db: Db): Promise<boolean> {
   if (await indexCaptureEnabled(db)) return false;
   return db.tx(async (q) => {
-    await q.query(sql("IndexCaptureLockTimeout"));
-    await q.query(sql("IndexCaptureLockWriters"));
-    return (await q.query(sql("IndexCaptureSet"), [true])).length > 0;
+    await indexCaptureLockTimeout(q);
+    await indexCaptureLockWriters(q);
+    return indexCaptureSet(q, true);
   });
 }
 
 export async function indexCaptureEnabled(db: Db): Promise<boolean> {
-  const [row] = await db.query<{ enabled: boolean }>(sql("IndexCaptureGet"));
-  return row?.enabled === true;
+  return indexCaptureGet(db);
 }

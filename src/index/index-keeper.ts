@@ -16,8 +16,8 @@
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import type { Db } from "../store/db.ts";
+import { indexValidate } from "../store/index-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
-import { sql } from "../store/sql.ts";
 import type { ClaimedJob } from "../store/types.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { indexCaptureEnabled, setIndexCapture } from "./capture.ts";
@@ -247,7 +247,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
       else rest.push(c);
     }
     if (rest.length > 0) {
-      const rows = await this.o.db.query<{ id: string; status: string; due_at: Date }>(sql("IndexValidate"), [rest.map((c) => c.jobId)]);
+      const rows = await indexValidate(this.o.db, rest.map((c) => c.jobId));
       const byId = new Map(rows.map((r) => [r.id, r]));
       const windowEnd = this.clock.now() + this.o.windowMs;
       for (const c of rest) {

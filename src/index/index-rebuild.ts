@@ -6,7 +6,7 @@
  * window moves forward (window-loader.ts).
  */
 import type { Db } from "../store/db.ts";
-import { sql } from "../store/sql.ts";
+import { indexWindowLoad } from "../store/index-queries.ts";
 import type { DueEntry, DueIndex } from "./due-index.ts";
 
 export interface LoadWindowOptions {
@@ -26,19 +26,13 @@ export async function loadWindow(o: LoadWindowOptions): Promise<number> {
   let loaded = 0;
   let cursor: { us: string; id: string } | null = null;
   for (;;) {
-    const rows: { id: string; due_at: Date; due_us: string | number | bigint }[] = await o.db.query(sql("IndexWindowLoad"), [
-      o.from === null ? null : String(Math.floor(o.from)),
-      String(Math.ceil(o.to)),
-      cursor?.us ?? null,
-      cursor?.id ?? null,
-      o.batch,
-    ]);
+    const rows = await indexWindowLoad(o.db, { fromMs: o.from, toMs: o.to, after: cursor, limit: o.batch });
     if (rows.length === 0) break;
     const entries: DueEntry[] = rows.map((r) => ({ jobId: r.id, dueMs: r.due_at.getTime() }));
     await o.index.entriesUpsert({ entries });
     loaded += rows.length;
     const last = rows[rows.length - 1]!;
-    cursor = { us: String(last.due_us), id: last.id };
+    cursor = { us: last.due_us, id: last.id };
     if (rows.length < o.batch) break;
   }
   return loaded;

@@ -23,9 +23,9 @@
  * job is removed, so that an entry at an earlier, no longer valid instant does not linger.
  */
 import type { Logger } from "../obs/log.ts";
-import type { Db, Queryable } from "../store/db.ts";
+import type { Db } from "../store/db.ts";
+import { type OutboxRow, outboxDelete, outboxLag, outboxRelayFence, outboxRelayLock, outboxTake } from "../store/index-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
-import { sql } from "../store/sql.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import type { DueEntry, DueIndex } from "./due-index.ts";
 
@@ -59,12 +59,6 @@ export interface RelayResult {
   lagSeconds: number;
 }
 
-interface OutboxRow {
-  id: string | number | bigint;
-  job_id: string;
-  due_at: Date | null;
-}
-
 export class OutboxRelay extends PeriodicLoop<RelayResult> {
   private readonly intervalMs: number;
 
@@ -78,17 +72,17 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
     const fence = this.o.fence();
     if (!fence) return { applied: 0, fenced: true, lagSeconds: 0 };
     const result = await this.o.db.tx(async (q): Promise<RelayResult> => {
-      await q.query(sql("OutboxRelayLock"));
-      if ((await q.query(sql("OutboxRelayFence"), [fence.name, fence.owner, fence.epoch])).length === 0) {
+      await outboxRelayLock(q);
+      if (!(await outboxRelayFence(q, fence))) {
         return { applied: 0, fenced: true, lagSeconds: 0 };
       }
       const lagSeconds = await outboxLag(q);
-      const rows = await q.query<OutboxRow>(sql("OutboxTake"), [this.o.batch]);
+      const rows = await outboxTake(q, this.o.batch);
       if (rows.length === 0) return { applied: 0, fenced: false, lagSeconds };
       await this.o.beforeApply?.(rows.length);
       await this.apply(rows);
       // Only now, after the index write succeeded; a throw above rolls the take back.
-      await q.query(sql("OutboxDelete"), [rows.map((r) => String(r.id))]);
+      await outboxDelete(q, rows.map((r) => r.id));
       return { applied: rows.length, fenced: false, lagSeconds };
     });
     if (result.fenced) {
@@ -125,10 +119,4 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
   protected nextDelayMs(last: RelayResult | undefined): number {
     return last?.applied === this.o.batch ? 0 : this.intervalMs;
   }
-}
-
-/** Seconds since the oldest pending outbox row was written; 0 when the outbox is empty. */
-export async function outboxLag(q: Queryable): Promise<number> {
-  const [row] = await q.query<{ lag: number | string }>(sql("OutboxLag"));
-  return Number(row?.lag ?? 0);
 }

@@ -4,7 +4,7 @@
  * after a crash. The relay (outbox-relay.ts) applies the rows to the index.
  */
 import type { Queryable } from "../store/db.ts";
-import { sql } from "../store/sql.ts";
+import { outboxAppend } from "../store/index-queries.ts";
 
 export interface OutboxItem {
   jobId: string;
@@ -20,5 +20,5 @@ export async function appendOutbox(q: Queryable, items: OutboxItem[]): Promise<v
       throw new Error(`index outbox: dueAt of job ${it.jobId} must be a valid Date or null`);
     }
   }
-  await q.query(sql("OutboxAppend"), [items.map((i) => i.jobId), items.map((i) => (i.dueAt ? i.dueAt.toISOString() : null))]);
+  await outboxAppend(q, items);
 }

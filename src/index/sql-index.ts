@@ -5,11 +5,9 @@
  * asks for a rebuild that has nothing to do).
  */
 import type { Db } from "../store/db.ts";
-import { sql } from "../store/sql.ts";
+import { indexDueList, indexEarliestDue, indexPing, indexSize } from "../store/index-queries.ts";
 import { checkChanges, checkDueListParams, checkEntries, checkJobId, type DueChange, type DueEntry, type DueIndex } from "./due-index.ts";
 import { withTimeout } from "../time/with-timeout.ts";
-
-const q = sql;
 
 const DATE_MAX_MS = 8.64e15;
 
@@ -48,18 +46,15 @@ export class SqlDueIndex implements DueIndex {
     checkDueListParams(p);
     // Clamped to the range of a JS Date (Postgres would overflow further out).
     const dueBy = Math.min(Math.max(Math.floor(p.dueBy), -DATE_MAX_MS), DATE_MAX_MS);
-    const rows = await this.db.query<{ id: string; due_at: Date }>(q("IndexDueList"), [String(dueBy), p.limit]);
-    return rows.map((r) => ({ jobId: r.id, dueMs: r.due_at.getTime() }));
+    return indexDueList(this.db, dueBy, p.limit);
   }
 
   async earliestDue(): Promise<number | null> {
-    const [row] = await this.db.query<{ due_at: Date }>(q("IndexEarliestDue"));
-    return row ? row.due_at.getTime() : null;
+    return indexEarliestDue(this.db);
   }
 
   async size(): Promise<number> {
-    const [row] = await this.db.query<{ n: string | number }>(q("IndexSize"));
-    return Number(row?.n ?? 0);
+    return indexSize(this.db);
   }
 
   async clear(): Promise<void> {
@@ -79,8 +74,7 @@ export class SqlDueIndex implements DueIndex {
       this.pingTimeoutMs,
       async () => {
         try {
-          const [row] = await this.db.query<{ ok: number }>(q("IndexPing"));
-          return Number(row?.ok) === 1;
+          return await indexPing(this.db);
         } catch {
           return false;
         }

@@ -198,6 +198,11 @@ export interface AuditEntry {
 }
 
 /** now() of the transaction q is in (or of the statement, outside one), epoch ms. */
+/** The database's clock now (clock_timestamp(), not the transaction's start): what DbClock syncs to. */
+export async function databaseClock(q: Queryable): Promise<Date> {
+  return (await q.query<{ now: Date }>(sql("DbClock")))[0]!.now;
+}
+
 export async function transactionNow(q: Queryable): Promise<Date> {
   return (await q.query<{ now: Date }>(sql("TransactionNow")))[0].now;
 }

@@ -1,5 +1,5 @@
 import type { Queryable } from "../store/db.ts";
-import { sql } from "../store/sql.ts";
+import { databaseClock } from "../store/jobs.ts";
 
 /** Resync this often: a host clock stepped by NTP is followed within this long. */
 const SYNC_MS = 10_000;
@@ -30,7 +30,7 @@ export class DbClock {
 
   async sync(): Promise<void> {
     if (!this.db) return;
-    const [{ now }] = await this.db.query<{ now: Date }>(sql("DbClock"));
+    const now = await databaseClock(this.db);
     this.offsetMs = now.getTime() - Date.now();
   }
 
