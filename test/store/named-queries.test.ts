@@ -1,6 +1,6 @@
 // Every named query in sql/queries is used by the code: a query nothing calls any more (its
 // caller replaced, as LockDispatchLease was by LockShards) reads as a rule still enforced
-// when it is not, and is left to drift from the schema unnoticed.
+// when it is not, and is left to drift from the schema unnoticed. And only src/store runs them.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -25,5 +25,14 @@ describe("named queries", () => {
   test("every named query is used by src/ (by its name as a string literal)", () => {
     const unused = names.filter((n) => !source.includes(`"${n}"`));
     expect(unused).toEqual([]);
+  });
+
+  // Queries run through the named functions of src/store only: one place maps each query's
+  // rows to typed values, and a reader finds every statement a table sees in one folder.
+  test("only src/store runs named queries (no import of store/sql.ts elsewhere)", () => {
+    const files = [...new Bun.Glob("**/*.ts").scanSync(src)].filter((f) => !f.startsWith("store/"));
+    expect(files.length).toBeGreaterThan(100);
+    const outside = files.filter((f) => /from\s+["'][./]*(\.\.\/)?store\/sql\.ts["']/.test(readFileSync(join(src, f), "utf8")));
+    expect(outside).toEqual([]);
   });
 });
