@@ -141,7 +141,6 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     rt.dispatcher = new Dispatcher({
       db, owner, batch: config.dispatchBatch, leaderTtlMs: config.leaderTtlMs, leaseTtlMs: config.leaseTtlMs,
       skewMs: config.clockSkewMs, pollIntervalMs: config.pollIntervalMs, log, metrics,
-      onQueued: () => rt.worker?.poke(),
       localWorker: rt.worker,
       catchupPerSecond: config.catchupPerSecond, prestageMs: config.prestageMs, reservedSlots: config.reservedSlots,
       shards: config.shards,

@@ -31,8 +31,6 @@ export interface DispatcherOptions {
   pollIntervalMs: number;
   log: Logger;
   metrics: Metrics;
-  /** Called after jobs were queued: a worker in this process can look at once. */
-  onQueued?: (n: number) => void;
   /** A worker in this process: due jobs go straight to it while it has room. */
   localWorker?: LocalWorker;
   /** Catch-up occurrences released per second at most (misfire recovery). */
@@ -342,10 +340,9 @@ export class Dispatcher extends PeriodicLoop<number> {
         await this.claimer.claim({ fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority }, claimed);
       } finally {
         // Queued by a committed claim: workers are told even if a later step of the pass threw.
-        if (claimed.length > 0) {
-          this.o.onQueued?.(claimed.length);
-          await notifyQueued(this.o.db, claimed.length);
-        }
+        // They are elsewhere (a worker in this process takes the local path above), so
+        // NOTIFY is their one wake-up.
+        if (claimed.length > 0) await notifyQueued(this.o.db, claimed.length);
       }
       if (minPriority !== undefined && claimed.length === 0) return { claimed: 0, full: false, capped: true };
       this.uptake.queued(depth + claimed.length);
