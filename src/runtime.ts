@@ -101,10 +101,9 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   rt.authority = new RegionAuthority({
     db, region: config.region, owner, ttlMs: config.authorityTtlMs, skewMs: config.clockSkewMs,
     autoFailover: config.autoFailover, acts: want("dispatcher"), log, metrics,
-    isLeader: () => rt.dispatcher?.elector.current !== undefined,
+    isLeader: () => rt.dispatcher?.isLeading() ?? false,
     onChange: () => {
-      rt.dispatcher?.elector.poke();
-      rt.dispatcher?.poke();
+      rt.dispatcher?.authorityChanged();
       rt.worker?.poke();
     },
   });
@@ -156,9 +155,9 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       },
     });
     await rt.dispatcher.begin();
-    rt.pruner = new RetentionPruner({ db, retention: config.retention, log, metrics, isLeader: () => rt.dispatcher?.elector.current !== undefined });
+    rt.pruner = new RetentionPruner({ db, retention: config.retention, log, metrics, isLeader: () => rt.dispatcher?.isLeading() ?? false });
     rt.pruner.start();
-    rt.analyzer = new TableAnalyzer({ db, log, isLeader: () => rt.dispatcher?.elector.current !== undefined });
+    rt.analyzer = new TableAnalyzer({ db, log, isLeader: () => rt.dispatcher?.isLeading() ?? false });
     rt.analyzer.start();
   }
   const home = rt.authority.current?.homeRegion;

@@ -246,6 +246,21 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
   }
 
+  /**
+   * Whether this process surely holds the coordinator lease now (renewed within its TTL, on
+   * this process's monotonic clock): what the duties done once per region (retention, the
+   * region authority's renewal, ANALYZE) ask before each pass.
+   */
+  isLeading(): boolean {
+    return this.elector.current !== undefined;
+  }
+
+  /** The region authority changed hands or generation: look again now, for the lease and for due work. */
+  authorityChanged(): void {
+    this.elector.poke();
+    this.poke();
+  }
+
   /** Called on a NOTIFY (or by the index relay) about a schedule or job due at `atMs`. */
   noteDue(atMs: number): void {
     this.scheduleDueAt = Math.min(this.scheduleDueAt, atMs);
