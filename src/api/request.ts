@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import * as v from "valibot";
 import { badRequest } from "./errors.ts";
-import { assertStorable, jsonTooDeep, MAX_JSON_DEPTH } from "./input-guard.ts";
+import { assertStorable, jsonTooDeep, MAX_JSON_DEPTH, mayHoldBadText } from "./input-guard.ts";
 
 /**
  * The JSON body; an empty body is an empty object (for POSTs like /cancel). Refused before
@@ -17,7 +17,7 @@ export async function readJson(c: Context): Promise<unknown> {
   } catch {
     throw badRequest("the request body is not valid JSON", "body");
   }
-  assertStorable(value);
+  if (mayHoldBadText(text)) assertStorable(value);
   return value;
 }
 
