@@ -19,6 +19,7 @@ import { migrate } from "../src/store/migrate.ts";
 import { openPostgres } from "../src/store/postgres-driver.ts";
 import { acquireShards } from "../src/store/shards.ts";
 import { completeAttempts, type Completion } from "../src/store/worker-queries.ts";
+import { UsageError, whole } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
@@ -32,18 +33,20 @@ if (values.help) {
   console.log(USAGE);
   process.exit(0);
 }
-const whole = (name: string, v: string | undefined, dflt: number) => {
-  const n = Number(v ?? dflt);
-  if (!Number.isInteger(n) || n < 1) {
-    console.error(`statement-cost: --${name} must be a whole number ≥ 1, got ${v}\n${USAGE}`);
+// One line and the usage on bad input, as every bench does (bench/lib/args.ts).
+const flag = (name: string, raw: string | undefined, dflt: number) => {
+  try {
+    return raw === undefined ? dflt : whole(name, raw, 1, 10_000_000);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`statement-cost: ${err.message}\n${USAGE}`);
     process.exit(2);
   }
-  return n;
 };
-const N = whole("jobs", values.jobs, 20_000);
-const ROUNDS = whole("rounds", values.rounds, 3);
-const CLAIM_BATCH = whole("claim-batch", values["claim-batch"], 250);
-const COMPLETE_BATCH = whole("complete-batch", values["complete-batch"], 100);
+const N = flag("jobs", values.jobs, 20_000);
+const ROUNDS = flag("rounds", values.rounds, 3);
+const CLAIM_BATCH = flag("claim-batch", values["claim-batch"], 250);
+const COMPLETE_BATCH = flag("complete-batch", values["complete-batch"], 100);
 
 const url = await createDatabase();
 const db = openPostgres({ url, maxConnections: 1 });

@@ -32,18 +32,20 @@ for (const driver of DRIVERS) {
     let t: TestDb;
     let fence: ShardFence;
     let discoveries: { ids: string[]; ahead: boolean }[];
-    /** Resolves the held reply of the claim in flight; set while one is held. */
-    let release: (() => void) | undefined;
-    let holdNext = false;
+    /** Set while a claim's reply is held: `reached` once it is, `release` lets it go on. */
+    let hold: { reached: () => void; release?: () => void } | undefined;
     let claimer: DueClaimer;
     const start = (aheadMaxAgeMs: number) =>
       (claimer = new DueClaimer({
         db: t.db, planner: new DispatchPlanner(FLOW), prestageMs: 0, metrics: new Metrics(), log: silentLogger, clock: new DbClock(), aheadMaxAgeMs,
         onDiscovery: (ids, ahead) => discoveries.push({ ids, ahead }),
         afterClaimReply: async () => {
-          if (!holdNext) return;
-          holdNext = false;
-          await new Promise<void>((r) => (release = r));
+          const h = hold;
+          if (!h || h.release) return;
+          await new Promise<void>((r) => {
+            h.release = r;
+            h.reached();
+          });
         },
       }));
 
@@ -52,33 +54,33 @@ for (const driver of DRIVERS) {
       await seedAuthority(t.db, "local");
       fence = await takeShards(t.db, "d1");
       discoveries = [];
-      holdNext = false;
-      release = undefined;
+      hold = undefined;
       start(60_000);
     });
     afterEach(async () => {
-      release?.();
+      hold?.release?.();
       await claimer.settle();
       await t.close();
     });
 
     const seed = (n: number) => insertJobs(t.db, Array.from({ length: n }, (_, i) => newJob({ due_at: new Date(Date.now() - 60_000 + i) })));
     const claim = (limit: number) => claimer.claim({ fence, limit, token: tokenOf(fence), ttlMs: 60_000 });
-    /** Waits until the claim in flight has answered and its reply is held (the discovery ahead was sent with it). */
-    const held = async () => {
-      const deadline = Date.now() + 5000;
-      while (release === undefined && Date.now() < deadline) await Bun.sleep(5);
-      expect(release).toBeDefined();
+    /**
+     * A claim whose reply is held once it has answered (the discovery ahead was sent beside
+     * it and runs meanwhile), then let go: its rows.
+     */
+    const heldClaim = async (limit: number): Promise<ClaimRow[]> => {
+      const reached = new Promise<void>((r) => (hold = { reached: r }));
+      const claiming = claim(limit);
+      await reached;
+      hold!.release!();
+      hold = undefined;
+      return claiming;
     };
 
     test("the claim in flight's jobs are left out; the next pass uses the discovery made beside it and claims only unclaimed jobs", async () => {
       await seed(300);
-      holdNext = true;
-      const first = claim(100);
-      await held();
-      release!();
-      release = undefined;
-      const got1 = (await first) as ClaimRow[];
+      const got1 = await heldClaim(100);
       expect(got1).toHaveLength(100);
       expect(discoveries.map((d) => d.ahead)).toEqual([false]);
 
@@ -98,12 +100,7 @@ for (const driver of DRIVERS) {
 
     test("a job offered ahead and cancelled before the next claim is not claimed", async () => {
       await seed(300);
-      holdNext = true;
-      const first = claim(100);
-      await held();
-      release!();
-      release = undefined;
-      await first;
+      await heldClaim(100);
       // The oldest job left: the discovery ahead offers it (it ran before this cancel).
       const [victim] = await t.db.query<{ id: string }>("SELECT id FROM jobs WHERE status = 'scheduled' ORDER BY due_at LIMIT 1");
       await t.db.query("UPDATE jobs SET status = 'cancelled', finished_at = now() WHERE id = $1", [victim!.id]);
