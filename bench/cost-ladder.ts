@@ -29,7 +29,14 @@ const base = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
 if (!base) throw new Error("needs TEST_DATABASE_URL or DATABASE_URL (npm run bench:ladder starts a throwaway server)");
 
 // The target in its own process, so that this process's CPU is the loop's alone.
-const target = Bun.spawn([process.execPath, "-e", `const s = Bun.serve({ port: 0, hostname: "127.0.0.1", async fetch(r) { await r.arrayBuffer(); return new Response("ok"); } }); console.log(s.port);`], { stdout: "pipe" });
+const target = Bun.spawn(
+  [
+    process.execPath,
+    "-e",
+    `const s = Bun.serve({ port: 0, hostname: "127.0.0.1", async fetch(r) { await r.arrayBuffer(); return new Response("ok"); } }); console.log(s.port);`,
+  ],
+  { stdout: "pipe" },
+);
 const first = await target.stdout.getReader().read();
 const port = Number(new TextDecoder().decode(first.value).trim());
 if (!(port > 0)) throw new Error("the target process did not start");
@@ -128,7 +135,10 @@ async function serverCounters(admin: postgres.Sql, db: string): Promise<{ commit
   const [d] = await admin.unsafe(`SELECT xact_commit::float8 AS c FROM pg_stat_database WHERE datname = $1`, [db]);
   let execMs: number | undefined;
   try {
-    const [s] = await admin.unsafe(`SELECT coalesce(sum(total_exec_time), 0)::float8 AS ms FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1`, [db]);
+    const [s] = await admin.unsafe(
+      `SELECT coalesce(sum(total_exec_time), 0)::float8 AS ms FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1`,
+      [db],
+    );
     execMs = Number(s!.ms);
   } catch {
     // pg_stat_statements not loaded: the server column stays empty
@@ -160,7 +170,12 @@ async function run(step: Step): Promise<Figures> {
       await sql.unsafe(q.complete, step.attempts ? [batch.map((j) => j.id), batch.map((j) => j.attempt_id!)] : [batch.map((j) => j.id)], { prepare: true });
     };
     const call = async (j: Job) => {
-      const r = await fetch(j.target.url, { method: "POST", headers: { "content-type": "application/json", "webhook-id": j.id }, body: j.target.body, redirect: "manual" });
+      const r = await fetch(j.target.url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "webhook-id": j.id },
+        body: j.target.body,
+        redirect: "manual",
+      });
       await r.arrayBuffer();
       delivered++;
       done.push(j);
@@ -191,7 +206,9 @@ async function run(step: Step): Promise<Figures> {
           if (ready.length === 0 || room < Math.min(16, ready.length)) break;
           const batch = ready.splice(0, room);
           if (step.check) {
-            const rows = await sql.unsafe(q.check, [batch.map((j) => j.id), batch.map((j) => j.lease_generation), batch.map((j) => j.version)], { prepare: true });
+            const rows = await sql.unsafe(q.check, [batch.map((j) => j.id), batch.map((j) => j.lease_generation), batch.map((j) => j.version)], {
+              prepare: true,
+            });
             const attempt = new Map(rows.map((r) => [r.job_id ?? r.id, r.attempt_id ?? r.id]));
             for (const j of batch) j.attempt_id = attempt.get(j.id);
           }
@@ -243,9 +260,21 @@ const server = await describeServer((s) => admin.unsafe(s) as never);
 await admin.end();
 const minimal = results[0]![1].perSecond;
 process.stdout.write(`\ncost ladder: ${N} jobs already due per step, ${CONC} calls in flight, one loopback Bun target in its own process\n\n`);
-process.stdout.write(table(
-  ["step", "deliveries/s", "vs minimal", "commits/job", "server µs/job", "loop CPU µs/job", "adds"],
-  results.map(([s, f]) => [s.name, f.perSecond.toFixed(0), `${(f.perSecond / minimal).toFixed(2)}×`, f.commitsPerJob.toFixed(3), f.serverUsPerJob?.toFixed(1) ?? "-", f.clientUsPerJob.toFixed(1), s.adds]),
-));
-process.stdout.write("\nserver µs/job: pg_stat_statements execution time of the step's database / jobs; loop CPU: this process (claims, checks, completions, calls; not the target).\n\n");
+process.stdout.write(
+  table(
+    ["step", "deliveries/s", "vs minimal", "commits/job", "server µs/job", "loop CPU µs/job", "adds"],
+    results.map(([s, f]) => [
+      s.name,
+      f.perSecond.toFixed(0),
+      `${(f.perSecond / minimal).toFixed(2)}×`,
+      f.commitsPerJob.toFixed(3),
+      f.serverUsPerJob?.toFixed(1) ?? "-",
+      f.clientUsPerJob.toFixed(1),
+      s.adds,
+    ]),
+  ),
+);
+process.stdout.write(
+  "\nserver µs/job: pg_stat_statements execution time of the step's database / jobs; loop CPU: this process (claims, checks, completions, calls; not the target).\n\n",
+);
 process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);

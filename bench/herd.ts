@@ -71,16 +71,25 @@ function parseHerdArgs(argv: string[]): HerdArgs | undefined {
     ({ values } = parseArgs({
       args: argv,
       options: {
-        jobs: { type: "string" }, rate: { type: "string" }, concurrency: { type: "string" }, lead: { type: "string" },
-        timeout: { type: "string" }, settle: { type: "string" }, batch: { type: "string" }, "post-concurrency": { type: "string" },
-        "log-level": { type: "string" }, "scheduler-log": { type: "string" }, json: { type: "string" }, help: { type: "boolean", short: "h" },
+        jobs: { type: "string" },
+        rate: { type: "string" },
+        concurrency: { type: "string" },
+        lead: { type: "string" },
+        timeout: { type: "string" },
+        settle: { type: "string" },
+        batch: { type: "string" },
+        "post-concurrency": { type: "string" },
+        "log-level": { type: "string" },
+        "scheduler-log": { type: "string" },
+        json: { type: "string" },
+        help: { type: "boolean", short: "h" },
       },
     }));
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
   if (values.help) {
-    process.stdout.write(USAGE + "\n");
+    process.stdout.write(`${USAGE}\n`);
     return undefined;
   }
   const levels = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
@@ -126,11 +135,23 @@ const num = (n: number | null | undefined, digits = 0) => (n === null || n === u
 function herdTable(rate: number | undefined, f: HerdFigures): string {
   return table(
     ["jobs", "rate/s", "create s", "drain s", "deliveries/s", "lag p50 ms", "p99 ms", "max ms", "max in 1 s", "peak RSS MiB", "early", "missing", "dupes"],
-    [[
-      String(f.jobs), rate ? String(rate) : "-", num(f.createSeconds, 2), num(f.drainSeconds, 2), num(f.deliveriesPerSecond), num(f.lagMs?.p50),
-      num(f.lagMs?.p99), num(f.lagMs?.max), String(f.maxPerSecond), f.peakRss === null ? "-" : mib(f.peakRss),
-      String(f.early + f.earlyByHeader), String(f.missing), String(f.duplicates),
-    ]],
+    [
+      [
+        String(f.jobs),
+        rate ? String(rate) : "-",
+        num(f.createSeconds, 2),
+        num(f.drainSeconds, 2),
+        num(f.deliveriesPerSecond),
+        num(f.lagMs?.p50),
+        num(f.lagMs?.p99),
+        num(f.lagMs?.max),
+        String(f.maxPerSecond),
+        f.peakRss === null ? "-" : mib(f.peakRss),
+        String(f.early + f.earlyByHeader),
+        String(f.missing),
+        String(f.duplicates),
+      ],
+    ],
   );
 }
 
@@ -195,7 +216,8 @@ async function main(): Promise<number> {
     if (f.headerMismatch) problems.push(`${f.headerMismatch} calls whose Scheduler-Scheduled-For is not the job's due_at`);
     if (target.unexpected) problems.push(`${target.unexpected} calls with a webhook-id the bench did not create`);
     if (target.withoutId) problems.push(`${target.withoutId} calls without a webhook-id`);
-    if ((check.statuses.succeeded ?? 0) !== N) problems.push(`database: ${check.statuses.succeeded ?? 0}/${N} jobs succeeded (${JSON.stringify(check.statuses)})`);
+    if ((check.statuses.succeeded ?? 0) !== N)
+      problems.push(`database: ${check.statuses.succeeded ?? 0}/${N} jobs succeeded (${JSON.stringify(check.statuses)})`);
     if (check.attempts !== N) problems.push(`database: ${check.attempts} attempt rows for ${N} jobs`);
     if (schedulerExit !== 0) problems.push(`the scheduler exited with code ${schedulerExit} after SIGTERM`);
     const warnings: string[] = [];
@@ -206,11 +228,23 @@ async function main(): Promise<number> {
 
     report({ args, leadMs, f, machine, dbLabel, check, problems, warnings });
     if (args.json) {
-      writeFileSync(args.json, JSON.stringify({
-        when: new Date().toISOString(),
-        settings: { ...args, lead_ms: leadMs, database: dbUrl ? "postgres" : "pglite", scheduler_env: { ...passedThrough(), ...env } },
-        figures: f, machine, database_after: check, problems, warnings, ok: problems.length === 0,
-      }, null, 2) + "\n");
+      writeFileSync(
+        args.json,
+        `${JSON.stringify(
+          {
+            when: new Date().toISOString(),
+            settings: { ...args, lead_ms: leadMs, database: dbUrl ? "postgres" : "pglite", scheduler_env: { ...passedThrough(), ...env } },
+            figures: f,
+            machine,
+            database_after: check,
+            problems,
+            warnings,
+            ok: problems.length === 0,
+          },
+          null,
+          2,
+        )}\n`,
+      );
       say(`bench: figures written to ${args.json}`);
     }
     if (problems.length > 0) say(`bench: the scheduler's output is in ${logFile}`);
@@ -237,7 +271,9 @@ function report(r: {
   warnings: string[];
 }): void {
   const { f } = r;
-  const env = Object.entries(passedThrough()).map(([k, v]) => `${k}=${v}`).join(" ");
+  const env = Object.entries(passedThrough())
+    .map(([k, v]) => `${k}=${v}`)
+    .join(" ");
   const rate = r.args.rate !== undefined ? `, SCHEDULER_DISPATCH_RATE=${r.args.rate}` : "";
   const out = [
     "",
@@ -253,18 +289,34 @@ function report(r: {
     keyValues([
       ["due at", `${f.dueAt}, ${r.leadMs} ms after creation started; creation ended ${(f.slackMs / 1000).toFixed(2)} s before it`],
       ["calls/s", `per second after the due instant: ${f.perSecond.join(" ")}`],
-      ["steady 1 s max", f.maxPerSecondAfterFirst === null ? "- (drained within 2 s of the first call)" : `${f.maxPerSecondAfterFirst} (windows starting ≥ 1 s after the first call)`],
+      [
+        "steady 1 s max",
+        f.maxPerSecondAfterFirst === null
+          ? "- (drained within 2 s of the first call)"
+          : `${f.maxPerSecondAfterFirst} (windows starting ≥ 1 s after the first call)`,
+      ],
       ["first call", f.lagMs ? `${f.lagMs.min} ms after the due instant` : "-"],
-      ["scheduler RSS", `peak ${f.peakRssBeforeDue === null ? "-" : mib(f.peakRssBeforeDue)} MiB before the due instant (start + creation), ${f.peakRss === null ? "-" : mib(f.peakRss)} MiB after the drain; ${f.rssAfter === null ? "-" : mib(f.rssAfter)} MiB at the end`],
-      ["cpu in drain", `scheduler ${num(f.cpu.scheduler)} %, bench + target ${num(f.cpu.bench)} %, others (PostgreSQL) ${num(f.cpu.other)} % of one core; machine ${num(f.cpu.machineBusy)} % busy`],
+      [
+        "scheduler RSS",
+        `peak ${f.peakRssBeforeDue === null ? "-" : mib(f.peakRssBeforeDue)} MiB before the due instant (start + creation), ${f.peakRss === null ? "-" : mib(f.peakRss)} MiB after the drain; ${f.rssAfter === null ? "-" : mib(f.rssAfter)} MiB at the end`,
+      ],
+      [
+        "cpu in drain",
+        `scheduler ${num(f.cpu.scheduler)} %, bench + target ${num(f.cpu.bench)} %, others (PostgreSQL) ${num(f.cpu.other)} % of one core; machine ${num(f.cpu.machineBusy)} % busy`,
+      ],
       ...environmentRows(r.machine, r.check.server),
-      ["jobs after", `${Object.entries(r.check.statuses).map(([s, n]) => `${n} ${s}`).join(", ")}; ${r.check.attempts} attempts`],
+      [
+        "jobs after",
+        `${Object.entries(r.check.statuses)
+          .map(([s, n]) => `${n} ${s}`)
+          .join(", ")}; ${r.check.attempts} attempts`,
+      ],
     ]),
     "",
     ...r.warnings.map((w) => `WARNING ${w}`),
     r.problems.length === 0 ? "OK: every job called exactly once, none before its due time" : `FAILED:\n${r.problems.map((p) => `  ${p}`).join("\n")}`,
   ];
-  process.stdout.write(out.join("\n") + "\n");
+  process.stdout.write(`${out.join("\n")}\n`);
 }
 
 process.exit(await main());

@@ -57,7 +57,8 @@ interface Args {
 
 function whole(flag: string, raw: string, min: number, max: number): number {
   const n = Number(raw.replace(/_/g, ""));
-  if (!/^\d[\d_]*$/.test(raw) || n < min || n > max) throw new UsageError(`--${flag} must be a whole number from ${min} to ${max} (got ${JSON.stringify(raw)})`);
+  if (!/^\d[\d_]*$/.test(raw) || n < min || n > max)
+    throw new UsageError(`--${flag} must be a whole number from ${min} to ${max} (got ${JSON.stringify(raw)})`);
   return n;
 }
 
@@ -81,7 +82,7 @@ function parse(argv: string[]): Args | undefined {
     throw new UsageError((err as Error).message);
   }
   if (values.help) {
-    process.stdout.write(USAGE + "\n");
+    process.stdout.write(`${USAGE}\n`);
     return undefined;
   }
   const sizes = (values.sizes ?? "10000,100000,1000000").split(",").map((s) => whole("sizes", s.trim(), 0, 20_000_000));
@@ -167,7 +168,10 @@ async function deleteKeys(client: RedisClient, prefix: string): Promise<number> 
   let cursor = "0";
   let n = 0;
   do {
-    const [next, keys] = (await client.send("SCAN", [cursor, "MATCH", `${prefix.replace(/[*?[\]\\]/g, (c) => `\\${c}`)}:*`, "COUNT", "1000"])) as [string, string[]];
+    const [next, keys] = (await client.send("SCAN", [cursor, "MATCH", `${prefix.replace(/[*?[\]\\]/g, (c) => `\\${c}`)}:*`, "COUNT", "1000"])) as [
+      string,
+      string[],
+    ];
     for (const k of keys) n += Number(await client.send("DEL", [k]));
     cursor = String(next);
   } while (cursor !== "0");
@@ -254,9 +258,7 @@ async function runSize(p: {
     t = performance.now();
     await db.exec("VACUUM ANALYZE jobs");
     const vacuumSeconds = (performance.now() - t) / 1000;
-    const [sz] = await db.query<{ idx: string; tbl: string }>(
-      "SELECT pg_relation_size('jobs_status_due_at') AS idx, pg_total_relation_size('jobs') AS tbl",
-    );
+    const [sz] = await db.query<{ idx: string; tbl: string }>("SELECT pg_relation_size('jobs_status_due_at') AS idx, pg_total_relation_size('jobs') AS tbl");
     const pgIndexBytes = Number(sz.idx);
 
     // Redis: the same entries under a prefix of this run and size.
@@ -277,14 +279,18 @@ async function runSize(p: {
     const sqlSize = await sql.size();
     if (sqlSize !== total) p.problems.push(`size ${size}: SQL index holds ${sqlSize} entries, expected ${total}`);
 
-    const indexes: [Row["index"], DueIndex][] = [["sql", sql], ["redis", index]];
+    const indexes: [Row["index"], DueIndex][] = [
+      ["sql", sql],
+      ["redis", index],
+    ];
     const dueCall = (ix: DueIndex) => () => ix.dueList({ dueBy: Date.now(), limit: args.limit });
     const emptyCall = (ix: DueIndex) => () => ix.dueList({ dueBy: Date.now() - DAY_MS, limit: args.limit });
 
     // Both must give the same answer, or the timing compares different work.
     const [[, a], [, b]] = [await timed(dueCall(sql)), await timed(dueCall(index))];
     const expect = Math.min(args.due, args.limit);
-    if (a.length !== expect || b.length !== expect) p.problems.push(`size ${size}: dueList returned sql ${a.length} / redis ${b.length} entries, expected ${expect}`);
+    if (a.length !== expect || b.length !== expect)
+      p.problems.push(`size ${size}: dueList returned sql ${a.length} / redis ${b.length} entries, expected ${expect}`);
     if (JSON.stringify(a) !== JSON.stringify(b)) p.problems.push(`size ${size}: SQL and Redis dueList answers differ`);
 
     say(`  measuring: ${args.warmup} warm-up + ${args.reps} calls per index and kind, interleaved`);
@@ -332,12 +338,25 @@ async function runSize(p: {
 
     const rows: Row[] = [
       {
-        size, due: args.due, index: "sql", dueList: latency(samples.sql.due), empty: latency(samples.sql.empty),
-        memoryBytes: pgIndexBytes, memoryWhat: "pg_relation_size('jobs_status_due_at')", loadSeconds: insertSeconds + vacuumSeconds,
+        size,
+        due: args.due,
+        index: "sql",
+        dueList: latency(samples.sql.due),
+        empty: latency(samples.sql.empty),
+        memoryBytes: pgIndexBytes,
+        memoryWhat: "pg_relation_size('jobs_status_due_at')",
+        loadSeconds: insertSeconds + vacuumSeconds,
       },
       {
-        size, due: args.due, index: "redis", dueList: latency(samples.redis.due), empty: latency(samples.redis.empty),
-        memoryBytes: after - before, memoryWhat: "INFO memory used_memory, after load - before", keyBytes, loadSeconds: redisLoadSeconds,
+        size,
+        due: args.due,
+        index: "redis",
+        dueList: latency(samples.redis.due),
+        empty: latency(samples.redis.empty),
+        memoryBytes: after - before,
+        memoryWhat: "INFO memory used_memory, after load - before",
+        keyBytes,
+        loadSeconds: redisLoadSeconds,
       },
     ];
     say(`  sql due p50 ${rows[0].dueList.p50.toFixed(3)} ms, redis due p50 ${rows[1].dueList.p50.toFixed(3)} ms`);
@@ -377,8 +396,17 @@ function resultTable(rows: Row[]): string {
   return table(
     ["size", "index", "due p50 ms", "p99 ms", "mean ms", "calls/s", "empty p50 ms", "p99 ms", "calls/s", "memory", "bytes/job"],
     rows.map((r) => [
-      String(r.size), r.index, ms(r.dueList.p50), ms(r.dueList.p99), ms(r.dueList.mean), r.dueList.callsPerSecond.toFixed(0),
-      ms(r.empty.p50), ms(r.empty.p99), r.empty.callsPerSecond.toFixed(0), mib(r.memoryBytes), (r.memoryBytes / (r.size + r.due)).toFixed(0),
+      String(r.size),
+      r.index,
+      ms(r.dueList.p50),
+      ms(r.dueList.p99),
+      ms(r.dueList.mean),
+      r.dueList.callsPerSecond.toFixed(0),
+      ms(r.empty.p50),
+      ms(r.empty.p99),
+      r.empty.callsPerSecond.toFixed(0),
+      mib(r.memoryBytes),
+      (r.memoryBytes / (r.size + r.due)).toFixed(0),
     ]),
   );
 }
@@ -393,10 +421,7 @@ interface ServerInfo {
 function report(a: Args, rows: Row[], extras: SizeExtras[], machine: Machine, s: ServerInfo, problems: string[]): void {
   const planLine = (x: SizeExtras) => {
     const cache = x.preparedPlans ? `; the bench's prepared statement ran ${x.preparedPlans.generic} generic / ${x.preparedPlans.custom} custom plans` : "";
-    return [
-      `${String(x.size).padStart(8)}  custom:  ${summarizePlan(x.plan)}`,
-      `${" ".repeat(8)}  generic: ${summarizePlan(x.genericPlan)}${cache}`,
-    ];
+    return [`${String(x.size).padStart(8)}  custom:  ${summarizePlan(x.plan)}`, `${" ".repeat(8)}  generic: ${summarizePlan(x.genericPlan)}${cache}`];
   };
   const out = [
     "",
@@ -410,7 +435,10 @@ function report(a: Args, rows: Row[], extras: SizeExtras[], machine: Machine, s:
     "plans of the due query (EXPLAIN ANALYZE; custom = values inlined, generic = prepared, plan_cache_mode=force_generic_plan):",
     ...extras.flatMap(planLine),
     `jobs table incl. indexes: ${extras.map((x) => `${x.size}: ${mib(x.tableBytes)}`).join(", ")}`,
-    `redis encoding: ${[...new Set(extras.map((x) => x.redisEncoding))].join(", ")}; MEMORY USAGE of the shard keys: ${rows.filter((r) => r.index === "redis").map((r) => `${r.size}: ${mib(r.keyBytes ?? 0)}`).join(", ")}`,
+    `redis encoding: ${[...new Set(extras.map((x) => x.redisEncoding))].join(", ")}; MEMORY USAGE of the shard keys: ${rows
+      .filter((r) => r.index === "redis")
+      .map((r) => `${r.size}: ${mib(r.keyBytes ?? 0)}`)
+      .join(", ")}`,
     `load: ${extras.map((x, i) => `${x.size}: postgres ${x.insertSeconds.toFixed(1)} s + vacuum analyze ${x.vacuumSeconds.toFixed(1)} s, redis ${rows.filter((r) => r.index === "redis")[i].loadSeconds.toFixed(1)} s`).join("; ")}`,
     "",
     keyValues([
@@ -425,9 +453,11 @@ function report(a: Args, rows: Row[], extras: SizeExtras[], machine: Machine, s:
       ["drivers", machine.driver],
     ]),
     "",
-    problems.length === 0 ? "OK: SQL and Redis returned the same due jobs; every empty discovery was empty" : `FAILED:\n${problems.map((x) => `  ${x}`).join("\n")}`,
+    problems.length === 0
+      ? "OK: SQL and Redis returned the same due jobs; every empty discovery was empty"
+      : `FAILED:\n${problems.map((x) => `  ${x}`).join("\n")}`,
   ];
-  process.stdout.write(out.join("\n") + "\n");
+  process.stdout.write(`${out.join("\n")}\n`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -508,11 +538,23 @@ async function main(): Promise<number> {
     const machine = describeMachine(server.pgVersion, `postgres.js ${packageVersion("postgres")}, Bun RedisClient`);
     report(args, rows, extras, machine, server, problems);
     if (args.json) {
-      writeFileSync(args.json, JSON.stringify({
-        when: new Date().toISOString(),
-        settings: { sizes: args.sizes, due: args.due, limit: args.limit, reps: args.reps, warmup: args.warmup, shards: args.shards },
-        results: rows, sizes: extras, machine, servers: server, problems, ok: problems.length === 0,
-      }, null, 2) + "\n");
+      writeFileSync(
+        args.json,
+        `${JSON.stringify(
+          {
+            when: new Date().toISOString(),
+            settings: { sizes: args.sizes, due: args.due, limit: args.limit, reps: args.reps, warmup: args.warmup, shards: args.shards },
+            results: rows,
+            sizes: extras,
+            machine,
+            servers: server,
+            problems,
+            ok: problems.length === 0,
+          },
+          null,
+          2,
+        )}\n`,
+      );
       say(`bench: figures written to ${args.json}`);
     }
     return problems.length === 0 ? 0 : 1;

@@ -66,8 +66,15 @@ function parse(argv: string[]): Args | undefined {
     ({ values } = parseArgs({
       args: argv,
       options: {
-        quick: { type: "boolean" }, burst: { type: "string" }, herd: { type: "string" }, lag: { type: "string" }, spread: { type: "string" },
-        concurrency: { type: "string" }, systems: { type: "string" }, timeout: { type: "string" }, json: { type: "string" },
+        quick: { type: "boolean" },
+        burst: { type: "string" },
+        herd: { type: "string" },
+        lag: { type: "string" },
+        spread: { type: "string" },
+        concurrency: { type: "string" },
+        systems: { type: "string" },
+        timeout: { type: "string" },
+        json: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     }));
@@ -223,8 +230,17 @@ async function runScenario(p: {
     }
     const c = checks(created.due, target.arrivals);
     const r: ScenarioResult = {
-      scenario, jobs: n, createSeconds: created.seconds, missing: c.missing, duplicates: c.duplicates, early: c.early, late: created.late,
-      peakRssMiB: rss === undefined ? undefined : rss / 2 ** 20, exitCode, cost, extra,
+      scenario,
+      jobs: n,
+      createSeconds: created.seconds,
+      missing: c.missing,
+      duplicates: c.duplicates,
+      early: c.early,
+      late: created.late,
+      peakRssMiB: rss === undefined ? undefined : rss / 2 ** 20,
+      exitCode,
+      cost,
+      extra,
     };
     if (cpu0 && cpu1 && cpu1.delivered > cpu0.delivered) {
       const jobs = cpu1.delivered - cpu0.delivered;
@@ -260,12 +276,44 @@ const ROWS: Row[] = [
   { label: "herd: due → last call, s", higher: false, digits: 2, value: (r) => of(r, "herd")?.drainSeconds },
   { label: "lag p50, ms", higher: false, digits: 0, value: (r) => of(r, "lag")?.lagP50 },
   { label: "lag p99, ms", higher: false, digits: 0, value: (r) => of(r, "lag")?.lagP99 },
-  { label: "create (herd), jobs/s", higher: true, digits: 0, value: (r) => { const h = of(r, "herd"); return h && h.createSeconds > 0 ? h.jobs / h.createSeconds : undefined; } },
-  { label: "commits / job (burst)", higher: false, digits: 3, value: (r) => { const b = of(r, "burst"); return b?.cost ? b.cost.commits / b.jobs : undefined; } },
-  { label: "statements / job (burst)", higher: false, digits: 3, value: (r) => { const b = of(r, "burst"); return b?.cost?.statements !== undefined ? b.cost.statements / b.jobs : undefined; } },
+  {
+    label: "create (herd), jobs/s",
+    higher: true,
+    digits: 0,
+    value: (r) => {
+      const h = of(r, "herd");
+      return h && h.createSeconds > 0 ? h.jobs / h.createSeconds : undefined;
+    },
+  },
+  {
+    label: "commits / job (burst)",
+    higher: false,
+    digits: 3,
+    value: (r) => {
+      const b = of(r, "burst");
+      return b?.cost ? b.cost.commits / b.jobs : undefined;
+    },
+  },
+  {
+    label: "statements / job (burst)",
+    higher: false,
+    digits: 3,
+    value: (r) => {
+      const b = of(r, "burst");
+      return b?.cost?.statements !== undefined ? b.cost.statements / b.jobs : undefined;
+    },
+  },
   { label: "CPU µs / job, process (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.processCpuUs },
   { label: "CPU µs / job, machine (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.machineCpuUs },
-  { label: "peak RSS MiB (max of scenarios)", higher: false, digits: 0, value: (r) => { const v = r.map((x) => x.peakRssMiB).filter((x): x is number => x !== undefined); return v.length ? Math.max(...v) : undefined; } },
+  {
+    label: "peak RSS MiB (max of scenarios)",
+    higher: false,
+    digits: 0,
+    value: (r) => {
+      const v = r.map((x) => x.peakRssMiB).filter((x): x is number => x !== undefined);
+      return v.length ? Math.max(...v) : undefined;
+    },
+  },
 ];
 
 function comparison(results: Map<string, ScenarioResult[]>): string {
@@ -275,14 +323,21 @@ function comparison(results: Map<string, ScenarioResult[]>): string {
     const values = names.map((n) => row.value(results.get(n)!));
     const peerValues = peers.map((n) => row.value(results.get(n)!)).filter((v): v is number => v !== undefined && Number.isFinite(v) && v > 0);
     const best = peerValues.length ? (row.higher ? Math.max(...peerValues) : Math.min(...peerValues)) : undefined;
-    return [row.label + (row.higher ? " ↑" : " ↓"), ...values.map((v) => {
-      if (v === undefined || !Number.isFinite(v)) return "-";
-      const ratio = best ? ` (${(v / best).toFixed(2)}×)` : "";
-      return `${v.toFixed(row.digits)}${ratio}`;
-    })];
+    return [
+      row.label + (row.higher ? " ↑" : " ↓"),
+      ...values.map((v) => {
+        if (v === undefined || !Number.isFinite(v)) return "-";
+        const ratio = best ? ` (${(v / best).toFixed(2)}×)` : "";
+        return `${v.toFixed(row.digits)}${ratio}`;
+      }),
+    ];
   });
   const checksRow = (label: string, f: (r: ScenarioResult) => number) => [label, ...names.map((n) => String(results.get(n)!.reduce((s, r) => s + f(r), 0)))];
-  rows.push(checksRow("missing (all scenarios)", (r) => r.missing), checksRow("duplicate calls", (r) => r.duplicates), checksRow("early calls", (r) => r.early));
+  rows.push(
+    checksRow("missing (all scenarios)", (r) => r.missing),
+    checksRow("duplicate calls", (r) => r.duplicates),
+    checksRow("early calls", (r) => r.early),
+  );
   return table(["figure", ...names], rows);
 }
 
@@ -343,7 +398,11 @@ async function main(): Promise<number> {
     for (const sys of systems) {
       current = sys;
       const rs: ScenarioResult[] = [];
-      for (const [scenario, n] of [["burst", args.burst], ["herd", args.herd], ["lag", args.lag]] as const) {
+      for (const [scenario, n] of [
+        ["burst", args.burst],
+        ["herd", args.herd],
+        ["lag", args.lag],
+      ] as const) {
         const r = await runScenario({ sys, scenario, n, args, target, phase: phase++, cost, statements });
         rs.push(r);
         if (r.missing) problems.push(`${sys.name} ${scenario}: ${r.missing} jobs never called`);
@@ -372,7 +431,10 @@ async function main(): Promise<number> {
     redisVersion = /^redis_version:(.*)$/m.exec(String(await r.send("INFO", ["server"])))?.[1]?.trim() ?? "?";
     r.close();
   }
-  const machine = describeMachine(server.version, `postgres.js ${packageVersion("postgres")}, graphile-worker ${packageVersion("graphile-worker")} (pg ${packageVersion("pg")}), BullMQ ${packageVersion("bullmq")} (Bun RedisClient)`);
+  const machine = describeMachine(
+    server.version,
+    `postgres.js ${packageVersion("postgres")}, graphile-worker ${packageVersion("graphile-worker")} (pg ${packageVersion("pg")}), BullMQ ${packageVersion("bullmq")} (Bun RedisClient)`,
+  );
 
   const out: string[] = [
     "",
@@ -395,27 +457,41 @@ async function main(): Promise<number> {
     if (h?.cost?.top) {
       out.push(`${name}: statements per job in the herd, creation included (top ${h.cost.top.length}): per job, server µs per job, mean ms per call`);
       for (const t of h.cost.top) {
-        out.push(`  ${(t.calls / h.jobs).toFixed(3).padStart(7)} ${((t.ms * 1000) / h.jobs).toFixed(1).padStart(7)} ${(t.ms / t.calls).toFixed(2).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 100)}`);
+        out.push(
+          `  ${(t.calls / h.jobs).toFixed(3).padStart(7)} ${((t.ms * 1000) / h.jobs).toFixed(1).padStart(7)} ${(t.ms / t.calls).toFixed(2).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 100)}`,
+        );
       }
     }
     if (b?.cost?.top) {
       out.push(`${name}: statements per job in the burst (top ${b.cost.top.length}): per job, server µs per job, mean ms per call`);
       for (const t of b.cost.top) {
-        out.push(`  ${(t.calls / b.jobs).toFixed(3).padStart(7)} ${((t.ms * 1000) / b.jobs).toFixed(1).padStart(7)} ${(t.ms / t.calls).toFixed(2).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 100)}`);
+        out.push(
+          `  ${(t.calls / b.jobs).toFixed(3).padStart(7)} ${((t.ms * 1000) / b.jobs).toFixed(1).padStart(7)} ${(t.ms / t.calls).toFixed(2).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 100)}`,
+        );
       }
     }
-    if (b?.extra) out.push(`${name}: ${Object.entries(b.extra).map(([k, v]) => `${k.replaceAll("_", " ")} ${v.toFixed(k.includes("mib") ? 0 : 2)}`).join(", ")}`);
+    if (b?.extra)
+      out.push(
+        `${name}: ${Object.entries(b.extra)
+          .map(([k, v]) => `${k.replaceAll("_", " ")} ${v.toFixed(k.includes("mib") ? 0 : 2)}`)
+          .join(", ")}`,
+      );
   }
   out.push(
     "",
     keyValues([...environmentRows(machine, server), ["redis", redisVersion]]),
     "",
-    ...[...results].flatMap(([name, rs]) => rs.filter((r) => r.late > 0).map((r) => `WARNING ${name} ${r.scenario}: ${r.late} jobs created after their due time (their lag includes creation)`)),
+    ...[...results].flatMap(([name, rs]) =>
+      rs.filter((r) => r.late > 0).map((r) => `WARNING ${name} ${r.scenario}: ${r.late} jobs created after their due time (their lag includes creation)`),
+    ),
     problems.length === 0 ? "OK: every system called every job exactly once, none before its due time" : `FAILED:\n${problems.map((x) => `  ${x}`).join("\n")}`,
   );
   process.stdout.write(`${out.join("\n")}\n`);
   if (args.json) {
-    writeFileSync(args.json, `${JSON.stringify({ when: new Date().toISOString(), args, server, machine, results: Object.fromEntries(results), problems }, null, 2)}\n`);
+    writeFileSync(
+      args.json,
+      `${JSON.stringify({ when: new Date().toISOString(), args, server, machine, results: Object.fromEntries(results), problems }, null, 2)}\n`,
+    );
     say(`peers: figures written to ${args.json}`);
   }
   if (problems.length) say(`peers: the processes' output is in ${logFile}`);

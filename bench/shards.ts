@@ -37,12 +37,28 @@ const USAGE = `usage: bun bench/shards.ts [options]     (npm run bench:shards --
   -h, --help
 Needs PostgreSQL: DATABASE_URL or TEST_DATABASE_URL (npm run bench:shards starts one).`;
 
-interface RunFigures { processes: number; jobs: number; drainS: number; perSec: number; firstCallMs: number; spread: string; cpuS: number }
+interface RunFigures {
+  processes: number;
+  jobs: number;
+  drainS: number;
+  perSec: number;
+  firstCallMs: number;
+  spread: string;
+  cpuS: number;
+}
 
 async function main(): Promise<number> {
   let a;
   try {
-    const { values } = parseArgs({ options: { jobs: { type: "string" }, max: { type: "string" }, shards: { type: "string" }, concurrency: { type: "string" }, help: { type: "boolean", short: "h" } } });
+    const { values } = parseArgs({
+      options: {
+        jobs: { type: "string" },
+        max: { type: "string" },
+        shards: { type: "string" },
+        concurrency: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
     if (values.help) {
       process.stdout.write(`${USAGE}\n`);
       return 0;
@@ -84,18 +100,21 @@ async function main(): Promise<number> {
       const first = await SchedulerProcess.start({ databaseUrl: db0.dbUrl, concurrency: a.concurrency, logLevel: "warn", logFile, env });
       procs.push(first);
       await first.waitReady();
-      for (let i = 1; i < k; i++) procs.push(await SchedulerProcess.start({ databaseUrl: db0.dbUrl, concurrency: a.concurrency, logLevel: "warn", logFile, env }));
+      for (let i = 1; i < k; i++)
+        procs.push(await SchedulerProcess.start({ databaseUrl: db0.dbUrl, concurrency: a.concurrency, logLevel: "warn", logFile, env }));
       for (const p of procs) await p.waitReady();
       // Wait until the shards are spread over all k processes.
       const end = Date.now() + 30_000;
       for (;;) {
-        const c = await (await fetch(`${first.url}/v1/cluster`)).json() as { shard_owners: Record<string, number> };
+        const c = (await (await fetch(`${first.url}/v1/cluster`)).json()) as { shard_owners: Record<string, number> };
         const owners = Object.values(c.shard_owners);
         if (owners.length === k && owners.reduce((x, y) => x + y, 0) === a.shards) break;
         if (Date.now() > end) throw new Error(`the shards did not spread over ${k} processes: ${JSON.stringify(c.shard_owners)}`);
         await Bun.sleep(200);
       }
-      const spread = Object.values(((await (await fetch(`${first.url}/v1/cluster`)).json()) as { shard_owners: Record<string, number> }).shard_owners).sort((x, y) => y - x).join("/");
+      const spread = Object.values(((await (await fetch(`${first.url}/v1/cluster`)).json()) as { shard_owners: Record<string, number> }).shard_owners)
+        .sort((x, y) => y - x)
+        .join("/");
       const cpu0 = procs.reduce((s, p) => s + (p.cpuSeconds() ?? 0), 0);
       const due = Date.now() + 3000;
       progress?.(`bench: ${k} process(es), shards ${spread}: writing ${a.jobs} jobs due at one instant`);
@@ -117,7 +136,12 @@ async function main(): Promise<number> {
       const [t] = await db.query<{ first: Date; last: Date }>("SELECT min(a.started_at) AS first, max(a.finished_at) AS last FROM attempts a");
       const drainS = (t!.last.getTime() - due) / 1000;
       rows.push({
-        processes: k, jobs: a.jobs, drainS, perSec: a.jobs / drainS, firstCallMs: t!.first.getTime() - due, spread,
+        processes: k,
+        jobs: a.jobs,
+        drainS,
+        perSec: a.jobs / drainS,
+        firstCallMs: t!.first.getTime() - due,
+        spread,
         cpuS: procs.reduce((s, p) => s + (p.cpuSeconds() ?? 0), 0) - cpu0,
       });
       if (!machine) {
@@ -130,11 +154,17 @@ async function main(): Promise<number> {
   }
   target.stop();
   const m = JSON.parse(machine);
-  process.stdout.write(`\nsharded dispatch: ${a.jobs} jobs due at one instant, SCHEDULER_SHARDS=${a.shards}, WORKER_CONCURRENCY=${a.concurrency} per process\n`);
+  process.stdout.write(
+    `\nsharded dispatch: ${a.jobs} jobs due at one instant, SCHEDULER_SHARDS=${a.shards}, WORKER_CONCURRENCY=${a.concurrency} per process\n`,
+  );
   process.stdout.write(`machine: ${m.cpu}, ${m.cores} cores, ${m.memory}; ${m.os}; Bun ${m.bun}\n`);
   process.stdout.write(`postgres: ${m.postgres}\npg settings: ${m.settings}\n\n`);
-  process.stdout.write(`${table(["processes", "shards held", "jobs", "first call (ms after due)", "drained in (s)", "jobs/s", "scheduler CPU (s)"],
-    rows.map((r) => [String(r.processes), r.spread, String(r.jobs), String(r.firstCallMs), r.drainS.toFixed(2), r.perSec.toFixed(0), r.cpuS.toFixed(1)]))}\n`);
+  process.stdout.write(
+    `${table(
+      ["processes", "shards held", "jobs", "first call (ms after due)", "drained in (s)", "jobs/s", "scheduler CPU (s)"],
+      rows.map((r) => [String(r.processes), r.spread, String(r.jobs), String(r.firstCallMs), r.drainS.toFixed(2), r.perSec.toFixed(0), r.cpuS.toFixed(1)]),
+    )}\n`,
+  );
   return 0;
 }
 

@@ -27,7 +27,13 @@ import { keyValues, table } from "./lib/stats.ts";
 
 const USAGE = "usage: bun bench/statement-cost.ts [--jobs N] [--rounds N] [--claim-batch N] [--complete-batch N]   (npm run bench:statements -- …)";
 const { values } = parseArgs({
-  options: { jobs: { type: "string" }, rounds: { type: "string" }, "claim-batch": { type: "string" }, "complete-batch": { type: "string" }, help: { type: "boolean" } },
+  options: {
+    jobs: { type: "string" },
+    rounds: { type: "string" },
+    "claim-batch": { type: "string" },
+    "complete-batch": { type: "string" },
+    help: { type: "boolean" },
+  },
 });
 if (values.help) {
   console.log(USAGE);
@@ -53,7 +59,10 @@ const db = openPostgres({ url, maxConnections: 1 });
 const admin = postgres(url, { max: 1, onnotice: () => {} });
 const say = (s: string) => process.stderr.write(`${s}\n`);
 
-interface Figures { cpuUs: number; wallUs: number }
+interface Figures {
+  cpuUs: number;
+  wallUs: number;
+}
 const results: { claim: Figures; complete: Figures }[] = [];
 try {
   await migrate(db);
@@ -62,7 +71,8 @@ try {
   /** The backend's CPU and the wall time of fn, per job. */
   const measure = async (fn: () => Promise<void>): Promise<Figures> => {
     const cpu0 = procCpuSeconds(backend);
-    if (cpu0 === undefined) throw new Error("statement-cost: cannot read the backend's /proc entry: the server must run on this machine (npm run bench:statements starts one)");
+    if (cpu0 === undefined)
+      throw new Error("statement-cost: cannot read the backend's /proc entry: the server must run on this machine (npm run bench:statements starts one)");
     const t0 = performance.now();
     await fn();
     const wall = performance.now() - t0;
@@ -91,7 +101,16 @@ try {
       for (let i = 0; i < ids.length; i += CLAIM_BATCH) {
         const batch = ids.slice(i, i + CLAIM_BATCH);
         const attemptIds = batch.map(() => Bun.randomUUIDv7());
-        const got = await claimDueIds(db, { fence, limit: batch.length, token: shards[0]!.epoch, ttlMs: 3_600_000, worker: "bench-worker", startLimit: batch.length, ids: batch, attemptIds });
+        const got = await claimDueIds(db, {
+          fence,
+          limit: batch.length,
+          token: shards[0]!.epoch,
+          ttlMs: 3_600_000,
+          worker: "bench-worker",
+          startLimit: batch.length,
+          ids: batch,
+          attemptIds,
+        });
         if (got.length !== batch.length) throw new Error(`statement-cost: a claim took ${got.length} of ${batch.length}`);
         for (const j of got) started.push({ job_id: j.id, gen: j.lease_generation, attempt_id: j.attempt_id! });
       }
@@ -100,8 +119,21 @@ try {
     const complete = await measure(async () => {
       for (let i = 0; i < started.length; i += COMPLETE_BATCH) {
         const items: Completion[] = started.slice(i, i + COMPLETE_BATCH).map((s) => ({
-          job_id: s.job_id, gen: s.gen, attempt_id: s.attempt_id, outcome: "success", http_status: 200, error: null, possibly_delivered: false,
-          started_at: now, finished_at: now, next_status: "succeeded", next_delay_ms: null, last_error: null, counts_try: false, throttle_until: null, dead_reason: null,
+          job_id: s.job_id,
+          gen: s.gen,
+          attempt_id: s.attempt_id,
+          outcome: "success",
+          http_status: 200,
+          error: null,
+          possibly_delivered: false,
+          started_at: now,
+          finished_at: now,
+          next_status: "succeeded",
+          next_delay_ms: null,
+          last_error: null,
+          counts_try: false,
+          throttle_until: null,
+          dead_reason: null,
         }));
         const rows = await completeAttempts(db, "bench-worker", items);
         if (rows.length !== items.length) throw new Error(`statement-cost: a completion wrote ${rows.length} of ${items.length}`);
@@ -111,19 +143,24 @@ try {
   }
   const server = await describeServer((s) => admin.unsafe(s) as never);
   const range = (xs: number[]) => {
-    const lo = Math.min(...xs), hi = Math.max(...xs);
+    const lo = Math.min(...xs),
+      hi = Math.max(...xs);
     return Math.abs(hi - lo) < 0.05 ? lo.toFixed(1) : `${lo.toFixed(1)}–${hi.toFixed(1)}`;
   };
   process.stdout.write(`\nstatement cost: ${N} jobs a round, ${ROUNDS} rounds, one connection, nothing else running\n\n`);
-  process.stdout.write(table(
-    ["statement", "batch", "backend CPU µs/job", "wall µs/job"],
-    [
-      ["ClaimDueIds (claim + start)", String(CLAIM_BATCH), range(results.map((r) => r.claim.cpuUs)), range(results.map((r) => r.claim.wallUs))],
-      ["CompleteAttempts (success)", String(COMPLETE_BATCH), range(results.map((r) => r.complete.cpuUs)), range(results.map((r) => r.complete.wallUs))],
-      ["both", "", range(results.map((r) => r.claim.cpuUs + r.complete.cpuUs)), range(results.map((r) => r.claim.wallUs + r.complete.wallUs))],
-    ],
-  ));
-  process.stdout.write("\nbackend CPU: user + system time of the connection's backend (/proc/PID/stat, 10 ms ticks) / jobs; wall: the loop's time / jobs, commits included.\n\n");
+  process.stdout.write(
+    table(
+      ["statement", "batch", "backend CPU µs/job", "wall µs/job"],
+      [
+        ["ClaimDueIds (claim + start)", String(CLAIM_BATCH), range(results.map((r) => r.claim.cpuUs)), range(results.map((r) => r.claim.wallUs))],
+        ["CompleteAttempts (success)", String(COMPLETE_BATCH), range(results.map((r) => r.complete.cpuUs)), range(results.map((r) => r.complete.wallUs))],
+        ["both", "", range(results.map((r) => r.claim.cpuUs + r.complete.cpuUs)), range(results.map((r) => r.claim.wallUs + r.complete.wallUs))],
+      ],
+    ),
+  );
+  process.stdout.write(
+    "\nbackend CPU: user + system time of the connection's backend (/proc/PID/stat, 10 ms ticks) / jobs; wall: the loop's time / jobs, commits included.\n\n",
+  );
   process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);
 } finally {
   await db.close();

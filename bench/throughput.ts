@@ -110,12 +110,19 @@ async function runPhase(p: {
   const dueTimes = p.dueTimes();
   say(`${p.name}: creating ${dueTimes.length} jobs`);
   const created = await createJobs({
-    schedulerUrl: p.sched.url, targetUrl: p.target.url, dueTimes, batch: p.args.batch, parallel: p.args.postConcurrency, tag: p.name,
+    schedulerUrl: p.sched.url,
+    targetUrl: p.target.url,
+    dueTimes,
+    batch: p.args.batch,
+    parallel: p.args.postConcurrency,
+    tag: p.name,
   });
   p.target.expect(p.phase, created.due.keys());
   const createSeconds = (created.endedAt - created.startedAt) / 1000;
   const firstDue = dueTimes.reduce((a, b) => Math.min(a, b));
-  say(`${p.name}: created in ${createSeconds.toFixed(2)} s (${Math.round(dueTimes.length / createSeconds)} jobs/s), ${((firstDue - created.endedAt) / 1000).toFixed(2)} s before the first due time`);
+  say(
+    `${p.name}: created in ${createSeconds.toFixed(2)} s (${Math.round(dueTimes.length / createSeconds)} jobs/s), ${((firstDue - created.endedAt) / 1000).toFixed(2)} s before the first due time`,
+  );
   if (created.createdLate > 0) {
     say(`${p.name}: WARNING ${created.createdLate} jobs were due before their creation finished; their lag includes creation time (raise --lead or --gap)`);
   }
@@ -179,19 +186,31 @@ async function main(): Promise<number> {
     const N = args.jobs;
     const a = args;
     const phases: PhaseFigures[] = [];
-    phases.push(await runPhase({
-      name: "burst", phase: 0, args, sched, target,
-      dueTimes: () => new Array(N).fill(Date.now() + a.leadMs),
-    }));
+    phases.push(
+      await runPhase({
+        name: "burst",
+        phase: 0,
+        args,
+        sched,
+        target,
+        dueTimes: () => new Array(N).fill(Date.now() + a.leadMs),
+      }),
+    );
     // The spread starts `gap` after creation ends; creation takes about as long as the burst's did.
     const estimate = Math.ceil(phases[0].createSeconds * 1000 * 1.25) + 200;
-    phases.push(await runPhase({
-      name: "spread", phase: 1, args, sched, target,
-      dueTimes: () => {
-        const start = Date.now() + estimate + a.gapMs;
-        return Array.from({ length: N }, (_, i) => start + Math.floor((i * a.spreadMs) / N));
-      },
-    }));
+    phases.push(
+      await runPhase({
+        name: "spread",
+        phase: 1,
+        args,
+        sched,
+        target,
+        dueTimes: () => {
+          const start = Date.now() + estimate + a.gapMs;
+          return Array.from({ length: N }, (_, i) => start + Math.floor((i * a.spreadMs) / N));
+        },
+      }),
+    );
 
     say("bench: stopping the scheduler (SIGTERM)");
     const schedulerExit = await sched.stop();
@@ -211,15 +230,29 @@ async function main(): Promise<number> {
     if (succeeded !== 2 * N) problems.push(`database: ${succeeded}/${2 * N} jobs succeeded (${JSON.stringify(check.statuses)})`);
     if (check.attempts !== 2 * N) problems.push(`database: ${check.attempts} attempt rows for ${2 * N} jobs`);
     if (schedulerExit !== 0) problems.push(`the scheduler exited with code ${schedulerExit} after SIGTERM`);
-    const warnings = phases.filter((p) => p.createdLate > 0).map((p) => `${p.phase}: ${p.createdLate} jobs were created after they were due (lag figures include creation time)`);
+    const warnings = phases
+      .filter((p) => p.createdLate > 0)
+      .map((p) => `${p.phase}: ${p.createdLate} jobs were created after they were due (lag figures include creation time)`);
 
     report({ args, phases, machine, dbLabel, check, problems, warnings, logFile });
     if (args.json) {
-      writeFileSync(args.json, JSON.stringify({
-        when: new Date().toISOString(),
-        settings: { ...settingsOf(args), database: dbUrl ? "postgres" : "pglite", scheduler_env: passedThrough() },
-        phases, machine, database_after: check, problems, warnings, ok: problems.length === 0,
-      }, null, 2) + "\n");
+      writeFileSync(
+        args.json,
+        `${JSON.stringify(
+          {
+            when: new Date().toISOString(),
+            settings: { ...settingsOf(args), database: dbUrl ? "postgres" : "pglite", scheduler_env: passedThrough() },
+            phases,
+            machine,
+            database_after: check,
+            problems,
+            warnings,
+            ok: problems.length === 0,
+          },
+          null,
+          2,
+        )}\n`,
+      );
       say(`bench: figures written to ${args.json}`);
     }
     if (problems.length > 0) say(`bench: the scheduler's output is in ${logFile}`);
@@ -237,8 +270,16 @@ async function main(): Promise<number> {
 
 function settingsOf(a: BenchArgs) {
   return {
-    jobs: a.jobs, spread_ms: a.spreadMs, timeout_ms: a.timeoutMs, worker_concurrency: a.concurrency, lead_ms: a.leadMs, gap_ms: a.gapMs,
-    batch: a.batch, post_concurrency: a.postConcurrency, settle_ms: a.settleMs, log_level: a.logLevel,
+    jobs: a.jobs,
+    spread_ms: a.spreadMs,
+    timeout_ms: a.timeoutMs,
+    worker_concurrency: a.concurrency,
+    lead_ms: a.leadMs,
+    gap_ms: a.gapMs,
+    batch: a.batch,
+    post_concurrency: a.postConcurrency,
+    settle_ms: a.settleMs,
+    log_level: a.logLevel,
   };
 }
 
@@ -252,7 +293,9 @@ function report(r: {
   warnings: string[];
   logFile: string;
 }): void {
-  const env = Object.entries(passedThrough()).map(([k, v]) => `${k}=${v}`).join(" ");
+  const env = Object.entries(passedThrough())
+    .map(([k, v]) => `${k}=${v}`)
+    .join(" ");
   const out = [
     "",
     `scheduler throughput: ${r.args.jobs} jobs per phase, WORKER_CONCURRENCY=${r.args.concurrency}, --mode=all in its own process${env ? `, ${env}` : ""}`,
@@ -269,14 +312,19 @@ function report(r: {
     "",
     keyValues([
       ...environmentRows(r.machine, r.check.server),
-      ["jobs after", `${Object.entries(r.check.statuses).map(([s, n]) => `${n} ${s}`).join(", ")}; ${r.check.attempts} attempts`],
+      [
+        "jobs after",
+        `${Object.entries(r.check.statuses)
+          .map(([s, n]) => `${n} ${s}`)
+          .join(", ")}; ${r.check.attempts} attempts`,
+      ],
       ["creation", r.phases.map((p) => `${p.phase} ${p.createSeconds.toFixed(2)} s`).join(", ")],
     ]),
     "",
     ...r.warnings.map((w) => `WARNING ${w}`),
     r.problems.length === 0 ? "OK: every job called exactly once, none before its due time" : `FAILED:\n${r.problems.map((p) => `  ${p}`).join("\n")}`,
   ];
-  process.stdout.write(out.join("\n") + "\n");
+  process.stdout.write(`${out.join("\n")}\n`);
 }
 
 process.exit(await main());

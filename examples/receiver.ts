@@ -16,7 +16,8 @@ const hook = webhookHandler(receiver, (call) =>
     const { amount } = call.json<{ amount: number }>();
     await tx`INSERT INTO charges (webhook_id, amount) VALUES (${call.id}, ${amount})`;
     return { charged: amount };
-  }));
+  }),
+);
 const verify = verifyHandler(receiver, sql); // GET: {"processed": true} once committed
 
 Bun.serve({ port: Number(process.env.PORT ?? 3000), fetch: (req) => (req.method === "GET" ? verify(req) : hook(req)) });

@@ -64,6 +64,14 @@ else
   typecheck_failed=0
 fi
 
+# The formatter and linter (Biome, biome.jsonc): a finding is a failed suite, like a type error.
+# `npx biome check --write .` fixes what it can.
+echo "test: format and lint (biome ci)" >&2
+if ! node_modules/.bin/biome ci --colors=off . >&2; then
+  echo "test: format or lint FAILED; 'npm run format' fixes formatting and the safe lint findings" >&2
+  typecheck_failed=$((typecheck_failed + 1))
+fi
+
 log="$(mktemp "${TMPDIR:-/tmp}/scheduler-test.XXXXXX")"
 services_on_exit "rm -f $(printf '%q' "$log")"
 

@@ -1,7 +1,12 @@
 const UNITS: Record<string, number> = {
-  "": 1, b: 1,
-  kb: 1000, mb: 1000 ** 2, gb: 1000 ** 3,
-  kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3,
+  "": 1,
+  b: 1,
+  kb: 1000,
+  mb: 1000 ** 2,
+  gb: 1000 ** 3,
+  kib: 1024,
+  mib: 1024 ** 2,
+  gib: 1024 ** 3,
 };
 const FORM = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i;
 

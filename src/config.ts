@@ -160,22 +160,38 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
 
   const region = flags.region ?? e.REGION ?? (env.FLY_REGION || "local");
   if (!failed.has("REGION") && !REGION_NAME.test(region)) {
-    problems.push(flags.region !== undefined
-      ? `--region must be a region name like iad or local (got ${JSON.stringify(region)})`
-      : `FLY_REGION must be a region name like iad or local (got ${JSON.stringify(region)}); set REGION to name this process's region`);
+    problems.push(
+      flags.region !== undefined
+        ? `--region must be a region name like iad or local (got ${JSON.stringify(region)})`
+        : `FLY_REGION must be a region name like iad or local (got ${JSON.stringify(region)}); set REGION to name this process's region`,
+    );
   }
   // Rules across variables; one that involves a refused variable says nothing more.
   const rule = (names: VariableName[], broken: () => unknown, message: () => string) => {
     if (!names.some((n) => failed.has(n)) && broken()) problems.push(message());
   };
-  rule(["UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"], () => !!e.UPSTASH_REDIS_REST_URL !== !!e.UPSTASH_REDIS_REST_TOKEN,
-    () => "UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN must be set together");
-  rule(["SCHEDULER_TEST_FAULTS_ARMED", "SCHEDULER_TEST_FAULTS"], () => set.has("SCHEDULER_TEST_FAULTS_ARMED") && (e.SCHEDULER_TEST_FAULTS ?? []).length === 0,
-    () => "SCHEDULER_TEST_FAULTS_ARMED is set without SCHEDULER_TEST_FAULTS: there are no faults to arm");
-  rule(["SCHEDULER_RESERVED_SLOTS", "WORKER_CONCURRENCY"], () => e.SCHEDULER_RESERVED_SLOTS && (e.SCHEDULER_RESERVED_SLOTS.slots < 1 || e.SCHEDULER_RESERVED_SLOTS.slots >= e.WORKER_CONCURRENCY),
-    () => `SCHEDULER_RESERVED_SLOTS must reserve at least 1 and fewer than WORKER_CONCURRENCY (${e.WORKER_CONCURRENCY}) slots (got ${JSON.stringify(env.SCHEDULER_RESERVED_SLOTS)})`);
-  rule(["SCHEDULER_CLIENT_IP_HEADER", "SCHEDULER_TRUSTED_PROXIES"], () => e.SCHEDULER_CLIENT_IP_HEADER && (e.SCHEDULER_TRUSTED_PROXIES ?? []).length === 0,
-    () => "SCHEDULER_CLIENT_IP_HEADER needs SCHEDULER_TRUSTED_PROXIES (the addresses of the proxies that set it): from anyone else the header is a name the client picks");
+  rule(
+    ["UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"],
+    () => !!e.UPSTASH_REDIS_REST_URL !== !!e.UPSTASH_REDIS_REST_TOKEN,
+    () => "UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN must be set together",
+  );
+  rule(
+    ["SCHEDULER_TEST_FAULTS_ARMED", "SCHEDULER_TEST_FAULTS"],
+    () => set.has("SCHEDULER_TEST_FAULTS_ARMED") && (e.SCHEDULER_TEST_FAULTS ?? []).length === 0,
+    () => "SCHEDULER_TEST_FAULTS_ARMED is set without SCHEDULER_TEST_FAULTS: there are no faults to arm",
+  );
+  rule(
+    ["SCHEDULER_RESERVED_SLOTS", "WORKER_CONCURRENCY"],
+    () => e.SCHEDULER_RESERVED_SLOTS && (e.SCHEDULER_RESERVED_SLOTS.slots < 1 || e.SCHEDULER_RESERVED_SLOTS.slots >= e.WORKER_CONCURRENCY),
+    () =>
+      `SCHEDULER_RESERVED_SLOTS must reserve at least 1 and fewer than WORKER_CONCURRENCY (${e.WORKER_CONCURRENCY}) slots (got ${JSON.stringify(env.SCHEDULER_RESERVED_SLOTS)})`,
+  );
+  rule(
+    ["SCHEDULER_CLIENT_IP_HEADER", "SCHEDULER_TRUSTED_PROXIES"],
+    () => e.SCHEDULER_CLIENT_IP_HEADER && (e.SCHEDULER_TRUSTED_PROXIES ?? []).length === 0,
+    () =>
+      "SCHEDULER_CLIENT_IP_HEADER needs SCHEDULER_TRUSTED_PROXIES (the addresses of the proxies that set it): from anyone else the header is a name the client picks",
+  );
   if (problems.length > 0) throw new ConfigError(problems);
 
   const tokens = e.SCHEDULER_TOKENS ?? [];
@@ -186,8 +202,9 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
   // default: a cap costs a lone tenant's saturating load its throughput for nothing.
   const share = e.SCHEDULER_TENANT_SHARE;
   const multiTenant = tokens.some((t) => t.tenant !== "*");
-  const tenantMaxRunning = e.SCHEDULER_TENANT_MAX_RUNNING
-    ?? (share !== undefined || multiTenant ? Math.max(1, Math.ceil((share ?? TENANT_SHARE_WITH_TENANTS) * workerConcurrency)) : undefined);
+  const tenantMaxRunning =
+    e.SCHEDULER_TENANT_MAX_RUNNING ??
+    (share !== undefined || multiTenant ? Math.max(1, Math.ceil((share ?? TENANT_SHARE_WITH_TENANTS) * workerConcurrency)) : undefined);
   const tenantOverrides = e.SCHEDULER_TENANT_QUOTAS ?? {};
   const schedulesOverrides: Record<string, number> = {};
   for (const [tenant, q] of Object.entries(tenantOverrides)) if (q.maxSchedules !== undefined) schedulesOverrides[tenant] = q.maxSchedules;

@@ -55,17 +55,26 @@ ${helpEnvironment()}`;
 
 /** Each line of the message on a line of its own (a ConfigError has one per problem). */
 function fail(message: string): never {
-  process.stderr.write(message.split("\n").map((line) => `scheduler: ${line}\n`).join(""));
+  process.stderr.write(
+    message
+      .split("\n")
+      .map((line) => `scheduler: ${line}\n`)
+      .join(""),
+  );
   process.exit(2);
 }
 
 async function main(argv: string[]): Promise<void> {
   // The API's resources from the command line (over scheduler/client): flags of their own.
   if (isResourceCommand(argv)) {
-    process.exit(await runCli(argv, {
-      out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), env: process.env,
-      readStdin: () => new Response(Bun.stdin.stream()).text(),
-    }));
+    process.exit(
+      await runCli(argv, {
+        out: (s) => process.stdout.write(s),
+        err: (s) => process.stderr.write(s),
+        env: process.env,
+        readStdin: () => new Response(Bun.stdin.stream()).text(),
+      }),
+    );
   }
   // The drill has options of its own; it starts scheduler processes with this same program.
   if (argv[0] === "drill") {
@@ -147,7 +156,10 @@ async function main(argv: string[]): Promise<void> {
   const log = createLogger({ level: config.logLevel, format: config.logFormat, tty: process.stdout.isTTY, base: { region: config.region, mode: config.mode } });
   installProcessGuards(log);
   if (config.testClockOffsetMs !== 0) {
-    log.warn({ offset_ms: config.testClockOffsetMs }, "SCHEDULER_TEST_CLOCK_OFFSET_MS is set: this process's clock is shifted on purpose; a test-only setting, never for production");
+    log.warn(
+      { offset_ms: config.testClockOffsetMs },
+      "SCHEDULER_TEST_CLOCK_OFFSET_MS is set: this process's clock is shifted on purpose; a test-only setting, never for production",
+    );
   }
   // Handlers first: a stop requested while the database is still being created must not
   // kill the process half-way.
@@ -156,10 +168,13 @@ async function main(argv: string[]): Promise<void> {
   let pendingSignal: string | undefined;
   const stop = (r: Runtime, sig: string) => {
     log.info({ signal: sig }, "graceful stop: no new work, finishing calls in flight");
-    r.stop().then(() => process.exit(0), (err) => {
-      log.error({ err }, "stop failed");
-      process.exit(1);
-    });
+    r.stop().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, "stop failed");
+        process.exit(1);
+      },
+    );
   };
   const onSignal = (sig: string) => {
     signals++;
@@ -196,7 +211,8 @@ async function main(argv: string[]): Promise<void> {
 }
 
 async function indexRebuild(config: Config): Promise<void> {
-  if (!config.redisUrl && !config.upstash) fail("index rebuild needs REDIS_URL, or UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN: without them the SQL index is used, which needs no rebuild");
+  if (!config.redisUrl && !config.upstash)
+    fail("index rebuild needs REDIS_URL, or UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN: without them the SQL index is used, which needs no rebuild");
   const db = await openDb(config, "scheduler-index-rebuild");
   const index = openIndex(config, db);
   try {
@@ -212,7 +228,7 @@ async function indexRebuild(config: Config): Promise<void> {
 }
 
 async function failover(config: Config, to: string | undefined, reason: string | undefined): Promise<void> {
-  if (!to) fail("failover needs --to=REGION, the region that becomes home, e.g. scheduler failover --to=fra --reason=\"iad is down\"");
+  if (!to) fail('failover needs --to=REGION, the region that becomes home, e.g. scheduler failover --to=fra --reason="iad is down"');
   if (!/^[a-z0-9-]{1,32}$/.test(to)) fail(`--to must be a region name like iad or local (got ${JSON.stringify(to)})`);
   const db = await openDb(config, "scheduler-failover");
   try {

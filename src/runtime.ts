@@ -72,7 +72,11 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   // resolve target names the same way.
   useDnsServers(config.dnsServers);
   const log = opts.log ?? createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
-  const opened = opts.db ?? (await openDb(config, `scheduler-${config.mode}`, (err) => log.warn({ err }, "the bundled PGlite data directory could not be resumed; running initdb instead (slower, about 1 GB of memory once)")));
+  const opened =
+    opts.db ??
+    (await openDb(config, `scheduler-${config.mode}`, (err) =>
+      log.warn({ err }, "the bundled PGlite data directory could not be resumed; running initdb instead (slower, about 1 GB of memory once)"),
+    ));
   const ownsDb = !opts.db;
   try {
     await waitUntilWritable(opened, log, opts.signal);
@@ -88,7 +92,10 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   const faultSwitch = opts.faultSwitch ?? new FaultSwitch(config.testFaultsArmed);
   const db = withTestFaults(opened, config.testFaults, { switch: faultSwitch, onInject: (query, code) => metrics.testFaults.inc({ query, code }) });
   if (config.testFaults.length > 0) {
-    log.warn({ faults: config.testFaults, armed: faultSwitch.armed }, "SCHEDULER_TEST_FAULTS is set: named queries fail on purpose with injected database errors (while armed; SIGUSR2 arms and disarms them); a test-only setting, never for production");
+    log.warn(
+      { faults: config.testFaults, armed: faultSwitch.armed },
+      "SCHEDULER_TEST_FAULTS is set: named queries fail on purpose with injected database errors (while armed; SIGUSR2 arms and disarms them); a test-only setting, never for production",
+    );
   }
   const gauges = gaugeSnapshots(db, { shards: config.shards });
   registerJobGauges(metrics, gauges);
@@ -99,8 +106,15 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   // workers and dispatchers to work only while their region is home. Dispatchers also renew
   // it (as leader) or take it over (as a standby, when it lapses).
   rt.authority = new RegionAuthority({
-    db, region: config.region, owner, ttlMs: config.authorityTtlMs, skewMs: config.clockSkewMs,
-    autoFailover: config.autoFailover, acts: want("dispatcher"), log, metrics,
+    db,
+    region: config.region,
+    owner,
+    ttlMs: config.authorityTtlMs,
+    skewMs: config.clockSkewMs,
+    autoFailover: config.autoFailover,
+    acts: want("dispatcher"),
+    log,
+    metrics,
     isLeader: () => rt.dispatcher?.isLeading() ?? false,
     onChange: () => {
       rt.dispatcher?.authorityChanged();
@@ -119,10 +133,25 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
     rt.keyring = new SigningKeyring({ db, log, fallback: config.signingKey, refreshMs: config.signingKeysRefreshMs, now: () => clock.now() });
     await rt.keyring.begin();
     rt.worker = new Worker({
-      db, owner, region: config.region, concurrency: config.workerConcurrency, leaseTtlMs: config.leaseTtlMs, leaseMarginMs: config.clockSkewMs, asyncLeaseMs: config.asyncLeaseMs, pollIntervalMs: config.pollIntervalMs,
-      shutdownGraceMs: config.shutdownGraceMs, keyring: rt.keyring, allowPrivateTargets: config.allowPrivateTargets,
-      log, metrics, beforeStart: opts.beforeStart, afterStartAttempts: opts.afterStartAttempts, hostLimits: config.hostLimits,
-      prestageMs: config.prestageMs, reservedSlots: config.reservedSlots, clock,
+      db,
+      owner,
+      region: config.region,
+      concurrency: config.workerConcurrency,
+      leaseTtlMs: config.leaseTtlMs,
+      leaseMarginMs: config.clockSkewMs,
+      asyncLeaseMs: config.asyncLeaseMs,
+      pollIntervalMs: config.pollIntervalMs,
+      shutdownGraceMs: config.shutdownGraceMs,
+      keyring: rt.keyring,
+      allowPrivateTargets: config.allowPrivateTargets,
+      log,
+      metrics,
+      beforeStart: opts.beforeStart,
+      afterStartAttempts: opts.afterStartAttempts,
+      hostLimits: config.hostLimits,
+      prestageMs: config.prestageMs,
+      reservedSlots: config.reservedSlots,
+      clock,
       prefetch: config.workerPrefetch,
       // Room for a batch: the dispatcher in this process claims it (straight into running).
       onRoom: () => rt.dispatcher?.poke(),
@@ -132,16 +161,31 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   if (dispatchHere) {
     if (config.redisUrl || config.upstash) {
       rt.index = new IndexKeeper({
-        db, index: openIndex(config, db), windowMs: config.index.windowMs, reconcileMs: config.index.reconcileMs, log, metrics,
-        onDue: (at) => rt.dispatcher?.noteDue(at), clock,
+        db,
+        index: openIndex(config, db),
+        windowMs: config.index.windowMs,
+        reconcileMs: config.index.reconcileMs,
+        log,
+        metrics,
+        onDue: (at) => rt.dispatcher?.noteDue(at),
+        clock,
       });
       log.info({ index: rt.index.kind, window_ms: config.index.windowMs }, "due index: Redis, validated in SQL, SQL fallback");
     }
     rt.dispatcher = new Dispatcher({
-      db, owner, batch: config.dispatchBatch, leaderTtlMs: config.leaderTtlMs, leaseTtlMs: config.leaseTtlMs,
-      skewMs: config.clockSkewMs, pollIntervalMs: config.pollIntervalMs, log, metrics,
+      db,
+      owner,
+      batch: config.dispatchBatch,
+      leaderTtlMs: config.leaderTtlMs,
+      leaseTtlMs: config.leaseTtlMs,
+      skewMs: config.clockSkewMs,
+      pollIntervalMs: config.pollIntervalMs,
+      log,
+      metrics,
       localWorker: rt.worker,
-      catchupPerSecond: config.catchupPerSecond, prestageMs: config.prestageMs, reservedSlots: config.reservedSlots,
+      catchupPerSecond: config.catchupPerSecond,
+      prestageMs: config.prestageMs,
+      reservedSlots: config.reservedSlots,
       shards: config.shards,
       index: rt.index,
       authority: rt.authority,

@@ -81,7 +81,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs | undefined {
     throw new UsageError((err as Error).message);
   }
   if (values.help) {
-    process.stdout.write(USAGE + "\n");
+    process.stdout.write(`${USAGE}\n`);
     return undefined;
   }
   const levels = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];

@@ -139,12 +139,18 @@ export async function runHerd(p: {
   const dueAt = Date.now() + s.leadMs;
   say(`${p.tag}: creating ${s.jobs} jobs, all due at ${new Date(dueAt).toISOString()}`);
   const created = await createJobs({
-    schedulerUrl: sched.url, targetUrl: target.url, dueTimes: new Array<number>(s.jobs).fill(dueAt),
-    batch: s.batch, parallel: s.postConcurrency, tag: p.tag,
+    schedulerUrl: sched.url,
+    targetUrl: target.url,
+    dueTimes: new Array<number>(s.jobs).fill(dueAt),
+    batch: s.batch,
+    parallel: s.postConcurrency,
+    tag: p.tag,
   });
   target.expect(p.phase, created.due.keys());
   const createSeconds = (created.endedAt - created.startedAt) / 1000;
-  say(`${p.tag}: created in ${createSeconds.toFixed(2)} s (${Math.round(s.jobs / createSeconds)} jobs/s), ${((dueAt - created.endedAt) / 1000).toFixed(2)} s before the due instant`);
+  say(
+    `${p.tag}: created in ${createSeconds.toFixed(2)} s (${Math.round(s.jobs / createSeconds)} jobs/s), ${((dueAt - created.endedAt) / 1000).toFixed(2)} s before the due instant`,
+  );
 
   while (Date.now() < dueAt - 5) {
     sched.assertAlive();
@@ -168,7 +174,9 @@ export async function runHerd(p: {
     if (now - lastPrint >= 1000) {
       const count = target.delivered(p.phase);
       const rss = procMemoryBytes(sched.pid, "VmRSS");
-      say(`${p.tag}: ${count}/${s.jobs} delivered (+${Math.round(((count - lastCount) * 1000) / (now - lastPrint))}/s)${rss ? `, scheduler RSS ${mib(rss)} MiB` : ""}`);
+      say(
+        `${p.tag}: ${count}/${s.jobs} delivered (+${Math.round(((count - lastCount) * 1000) / (now - lastPrint))}/s)${rss ? `, scheduler RSS ${mib(rss)} MiB` : ""}`,
+      );
       lastPrint = now;
       lastCount = count;
     }

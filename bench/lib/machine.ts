@@ -52,7 +52,9 @@ export function packageVersion(name: string): string {
 
 /** Busy and total CPU time of the whole machine (all cores), in seconds, from /proc/stat. */
 export function machineCpuSeconds(): { busy: number; total: number } | undefined {
-  const line = read("/proc/stat")?.split("\n").find((l) => l.startsWith("cpu "));
+  const line = read("/proc/stat")
+    ?.split("\n")
+    .find((l) => l.startsWith("cpu "));
   if (!line) return undefined;
   const f = line.trim().split(/\s+/).slice(1).map(Number);
   // user nice system idle iowait irq softirq steal (guest time is already in user)

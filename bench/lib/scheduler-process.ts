@@ -28,7 +28,14 @@ async function freePort(): Promise<number> {
 export function passedThrough(env: Record<string, string | undefined> = process.env): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
-    if (k.startsWith("SCHEDULER_") && !k.startsWith("SCHEDULER_BENCH_") && k !== "SCHEDULER_ALLOW_PRIVATE_TARGETS" && k !== "SCHEDULER_DATA_DIR" && v !== undefined) out[k] = v;
+    if (
+      k.startsWith("SCHEDULER_") &&
+      !k.startsWith("SCHEDULER_BENCH_") &&
+      k !== "SCHEDULER_ALLOW_PRIVATE_TARGETS" &&
+      k !== "SCHEDULER_DATA_DIR" &&
+      v !== undefined
+    )
+      out[k] = v;
   }
   return out;
 }
@@ -39,7 +46,11 @@ export class SchedulerProcess {
   readonly url: string;
   private exitCode: number | undefined;
 
-  private constructor(proc: Subprocess, port: number, private readonly logFile: string) {
+  private constructor(
+    proc: Subprocess,
+    port: number,
+    private readonly logFile: string,
+  ) {
     this.proc = proc;
     this.url = `http://127.0.0.1:${port}`;
     proc.exited.then((code) => (this.exitCode = code));

@@ -7,8 +7,15 @@ import type { Machine } from "./machine.ts";
 
 /** The settings printed by every bench (those that move delivery figures most). */
 export const SETTINGS = [
-  "fsync", "synchronous_commit", "full_page_writes", "wal_level", "shared_buffers", "work_mem",
-  "max_connections", "autovacuum", "shared_preload_libraries",
+  "fsync",
+  "synchronous_commit",
+  "full_page_writes",
+  "wal_level",
+  "shared_buffers",
+  "work_mem",
+  "max_connections",
+  "autovacuum",
+  "shared_preload_libraries",
 ] as const;
 
 export interface ServerInfo {

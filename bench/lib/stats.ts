@@ -83,7 +83,11 @@ export function phaseFigures(x: PhaseInput): PhaseFigures {
 /** Left-aligned first column, right-aligned numbers, two spaces between columns. */
 export function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i])))
+      .join("  ")
+      .trimEnd();
   return [line(header), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
 }
 
@@ -93,8 +97,16 @@ export function resultsTable(phases: PhaseFigures[]): string {
   return table(
     ["phase", "jobs", "wall s", "deliveries/s", "lag p50 ms", "p99 ms", "max ms", "missing", "dupes", "early"],
     phases.map((p) => [
-      p.phase, String(p.jobs), num(p.wallSeconds, 2), num(p.deliveriesPerSecond), num(p.lagMs?.p50), num(p.lagMs?.p99), num(p.lagMs?.max),
-      String(p.missing), String(p.duplicates), String(p.early),
+      p.phase,
+      String(p.jobs),
+      num(p.wallSeconds, 2),
+      num(p.deliveriesPerSecond),
+      num(p.lagMs?.p50),
+      num(p.lagMs?.p99),
+      num(p.lagMs?.max),
+      String(p.missing),
+      String(p.duplicates),
+      String(p.early),
     ]),
   );
 }

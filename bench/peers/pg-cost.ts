@@ -57,7 +57,9 @@ export class PgCost {
   async snapshot(db: string, statements: boolean): Promise<CostSnapshot> {
     // The stats snapshot of this session would otherwise hold the first read all transaction long.
     await this.sql`SELECT pg_stat_clear_snapshot()`;
-    const [row] = await this.sql<{ c: string; r: string }[]>`SELECT xact_commit::text AS c, xact_rollback::text AS r FROM pg_stat_database WHERE datname = ${db}`;
+    const [row] = await this.sql<
+      { c: string; r: string }[]
+    >`SELECT xact_commit::text AS c, xact_rollback::text AS r FROM pg_stat_database WHERE datname = ${db}`;
     const snap: CostSnapshot = { commits: Number(row?.c ?? 0), rollbacks: Number(row?.r ?? 0) };
     if (statements) {
       const rows = await this.sql<{ query: string; calls: string; ms: number }[]>`

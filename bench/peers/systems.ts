@@ -149,16 +149,18 @@ export class SchedulerSystem implements System {
     // Without a delivering process (the burst), an API-only process creates the jobs and stops,
     // so the backlog is all there when delivery starts, through the same public API.
     const api = this.proc ?? (await this.spawn("api"));
+    let created: Created;
+    let code = 0;
     try {
       const started = Date.now();
       const c = await createJobs({ schedulerUrl: api.url, targetUrl: this.ctx.targetUrl, dueTimes: dues, batch: 1000, parallel: 2, tag });
-      return { due: c.due, seconds: (c.endedAt - started) / 1000, late: this.proc ? c.createdLate : 0 };
+      created = { due: c.due, seconds: (c.endedAt - started) / 1000, late: this.proc ? c.createdLate : 0 };
     } finally {
-      if (api !== this.proc) {
-        const code = await api.stop();
-        if (code !== 0) throw new Error(`the API-only scheduler exited with code ${code}`);
-      }
+      if (api !== this.proc) code = await api.stop();
     }
+    // After the finally, so that a failed creation's own error is the one reported.
+    if (code !== 0) throw new Error(`the API-only scheduler exited with code ${code}`);
+    return created;
   }
 
   private async spawn(mode: "api" | "all"): Promise<SchedulerProcess> {
@@ -237,9 +239,15 @@ export class GraphileSystem implements System {
   }
 
   async start(): Promise<void> {
-    this.proc = await PeerProcess.start("graphile-worker.ts", {
-      DATABASE_URL: this.url!, PEER_TARGET_URL: this.ctx.targetUrl, PEER_CONCURRENCY: String(this.ctx.concurrency),
-    }, this.ctx.logFile);
+    this.proc = await PeerProcess.start(
+      "graphile-worker.ts",
+      {
+        DATABASE_URL: this.url!,
+        PEER_TARGET_URL: this.ctx.targetUrl,
+        PEER_CONCURRENCY: String(this.ctx.concurrency),
+      },
+      this.ctx.logFile,
+    );
   }
 
   assertAlive(): void {
@@ -299,11 +307,13 @@ export class BullmqSystem implements System {
     try {
       await inChunks(jobs, 1000, 2, async (chunk) => {
         const now = Date.now();
-        await queue.addBulk(chunk.map((j) => ({
-          name: "post",
-          data: j satisfies PeerPayload,
-          opts: { delay: Math.max(0, j.due - now), removeOnComplete: true, removeOnFail: 1000 },
-        })));
+        await queue.addBulk(
+          chunk.map((j) => ({
+            name: "post",
+            data: j satisfies PeerPayload,
+            opts: { delay: Math.max(0, j.due - now), removeOnComplete: true, removeOnFail: 1000 },
+          })),
+        );
       });
     } finally {
       await queue.close();
@@ -315,9 +325,16 @@ export class BullmqSystem implements System {
 
   async start(): Promise<void> {
     this.commandsAtStart = Number((await redisInfo(this.admin!, "stats", "total_commands_processed")) ?? 0);
-    this.proc = await PeerProcess.start("bullmq.ts", {
-      REDIS_URL: this.ctx.redisUrl!, PEER_TARGET_URL: this.ctx.targetUrl, PEER_CONCURRENCY: String(this.ctx.concurrency), PEER_QUEUE: this.queueName,
-    }, this.ctx.logFile);
+    this.proc = await PeerProcess.start(
+      "bullmq.ts",
+      {
+        REDIS_URL: this.ctx.redisUrl!,
+        PEER_TARGET_URL: this.ctx.targetUrl,
+        PEER_CONCURRENCY: String(this.ctx.concurrency),
+        PEER_QUEUE: this.queueName,
+      },
+      this.ctx.logFile,
+    );
   }
 
   assertAlive(): void {

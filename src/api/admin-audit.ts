@@ -23,7 +23,11 @@ export function auditAdminUse(db: Db, log: Logger): MiddlewareHandler<AppEnv> {
     if (c.get("audited") && status < 400) return;
     try {
       await insertAudit(db, {
-        actor: p.actor, tenant: p.tenant === "*" ? null : p.tenant, action: "admin.request", objectId: null, reason: null,
+        actor: p.actor,
+        tenant: p.tenant === "*" ? null : p.tenant,
+        action: "admin.request",
+        objectId: null,
+        reason: null,
         details: { method: c.req.method, path: c.req.path, status },
       });
     } catch (err) {

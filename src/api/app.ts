@@ -77,7 +77,8 @@ export function createApp(deps: AppDeps) {
       "/v1/*",
       bodyLimit({
         maxSize: config.maxBodyBytes,
-        onError: (c) => errorResponse(c, new ApiError(413, "payload_too_large", `request bodies may be at most ${config.maxBodyBytes} bytes (SCHEDULER_MAX_BODY_BYTES)`)),
+        onError: (c) =>
+          errorResponse(c, new ApiError(413, "payload_too_large", `request bodies may be at most ${config.maxBodyBytes} bytes (SCHEDULER_MAX_BODY_BYTES)`)),
       }),
     );
     // A NUL in a query parameter or the path would reach SQL as text: refused up front.

@@ -42,13 +42,18 @@ export interface AsyncRoutesDeps {
   log: Logger;
 }
 
-const refused = () => new ApiError(401, "invalid_lease_token", "lease_token is not a lease token of this job (use the Scheduler-Lease-Token header of the call)");
+const refused = () =>
+  new ApiError(401, "invalid_lease_token", "lease_token is not a lease token of this job (use the Scheduler-Lease-Token header of the call)");
 const stale = (job: JobRow, gen: number) =>
-  new ApiError(409, "stale_lease", TERMINAL.has(job.status)
-    ? `this attempt has ended: the job is ${job.status}`
-    : gen < job.lease_generation
-      ? "this lease token is from an earlier attempt: the job has been run again since (its lease lapsed or it was retried)"
-      : `this attempt has ended: the job is ${job.status}, waiting for another attempt`);
+  new ApiError(
+    409,
+    "stale_lease",
+    TERMINAL.has(job.status)
+      ? `this attempt has ended: the job is ${job.status}`
+      : gen < job.lease_generation
+        ? "this lease token is from an earlier attempt: the job has been run again since (its lease lapsed or it was retried)"
+        : `this attempt has ended: the job is ${job.status}, waiting for another attempt`,
+  );
 const timedOut = (job: JobRow) =>
   new ApiError(409, "timed_out", `the attempt ran past the job's timeout (its execution ceiling) and has ended; the job is ${job.status}`);
 
@@ -95,7 +100,10 @@ export function asyncRoutes(deps: AsyncRoutesDeps) {
     if (raw && typeof raw === "object" && "checkpoint" in raw) {
       checkpoint = body.checkpoint === null ? null : JSON.stringify(body.checkpoint);
       if (checkpoint !== null && Buffer.byteLength(checkpoint) > MAX_CHECKPOINT_BYTES) {
-        throw badRequest(`checkpoint must be at most ${MAX_CHECKPOINT_BYTES} bytes of JSON; keep larger state in your own storage and checkpoint a reference to it`, "checkpoint");
+        throw badRequest(
+          `checkpoint must be at most ${MAX_CHECKPOINT_BYTES} bytes of JSON; keep larger state in your own storage and checkpoint a reference to it`,
+          "checkpoint",
+        );
       }
     }
     let job: JobRow, gen: number;
@@ -105,9 +113,10 @@ export function asyncRoutes(deps: AsyncRoutesDeps) {
       metrics.asyncHeartbeats.inc({ result: "refused" });
       throw err;
     }
-    const hb = job.status === "running" && job.lease_generation === gen
-      ? await heartbeatAsync(db, { jobId: job.id, gen, leaseMs: config.asyncLeaseMs, checkpoint })
-      : undefined;
+    const hb =
+      job.status === "running" && job.lease_generation === gen
+        ? await heartbeatAsync(db, { jobId: job.id, gen, leaseMs: config.asyncLeaseMs, checkpoint })
+        : undefined;
     if (!hb) {
       const err = await explain(job, gen);
       metrics.asyncHeartbeats.inc({ result: err.code === "timed_out" ? "timed_out" : "stale" });
@@ -129,9 +138,8 @@ export function asyncRoutes(deps: AsyncRoutesDeps) {
     }
     const { job, gen } = await authorize(c, body.lease_token);
     if (job.status !== "running" || job.lease_generation !== gen) throw stale(job, gen);
-    const report: AsyncReport = body.outcome === "succeeded"
-      ? { kind: "succeeded" }
-      : { kind: "failed", error: body.error ?? null, retryAfterMs: body.retry_after ?? null };
+    const report: AsyncReport =
+      body.outcome === "succeeded" ? { kind: "succeeded" } : { kind: "failed", error: body.error ?? null, retryAfterMs: body.retry_after ?? null };
     const row = await endAsyncAttempt(db, job, gen, report, metrics);
     if (!row) throw await explain(job, gen);
     log.info({ job_id: job.id, reported: body.outcome, status: row.status, error: body.error }, "async job completed by its target");

@@ -38,7 +38,11 @@ export function auditRoutes(db: Db) {
       if (!/^\d{1,19}$/.test(beforeId) || BigInt(beforeId) > 9223372036854775807n) throw badRequest("cursor is not one this API gave out", "cursor");
     }
     const rows = await listAudit(db, {
-      tenant: tenantFilter(p) ?? (q.tenant || null), beforeId, actionPrefix: q.action || null, objectId: q.object_id || null, limit: limit + 1,
+      tenant: tenantFilter(p) ?? (q.tenant || null),
+      beforeId,
+      actionPrefix: q.action || null,
+      objectId: q.object_id || null,
+      limit: limit + 1,
     });
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];

@@ -43,7 +43,11 @@ const digest = (s: string) => createHash("sha256").update(s).digest();
  * near miss as for a far one: the time taken says nothing about which token, or which prefix,
  * came close.
  */
-interface Grant { grant: TokenGrant; digest: Buffer; actor: string }
+interface Grant {
+  grant: TokenGrant;
+  digest: Buffer;
+  actor: string;
+}
 
 function matchToken(grants: Grant[], presented: string): Grant | undefined {
   const d = digest(presented);
@@ -92,7 +96,11 @@ export function authenticate(o: AuthOptions): MiddlewareHandler<AppEnv> {
     if (tokens.length === 0) {
       const ip = c.env?.server?.requestIP(c.req.raw)?.address;
       if (!isLoopback(ip)) {
-        throw new ApiError(403, "forbidden", "no SCHEDULER_TOKENS are configured, so the API serves loopback clients only; set SCHEDULER_TOKENS to allow remote clients");
+        throw new ApiError(
+          403,
+          "forbidden",
+          "no SCHEDULER_TOKENS are configured, so the API serves loopback clients only; set SCHEDULER_TOKENS to allow remote clients",
+        );
       }
       c.set("principal", { actor: "local", tenant: "*", scopes: ALL_SCOPES });
       return next();
@@ -101,7 +109,9 @@ export function authenticate(o: AuthOptions): MiddlewareHandler<AppEnv> {
     const wait = limiter?.enabled ? limiter.blockedFor(client) : 0;
     if (wait > 0) {
       o.metrics?.authThrottled.inc();
-      throw new ApiError(429, "too_many_auth_failures", "too many failed authentication attempts from this client; try again later", undefined, { "retry-after": String(Math.ceil(wait / 1000)) });
+      throw new ApiError(429, "too_many_auth_failures", "too many failed authentication attempts from this client; try again later", undefined, {
+        "retry-after": String(Math.ceil(wait / 1000)),
+      });
     }
     const header = c.req.header("authorization") ?? "";
     const m = /^Bearer\s+(.+)$/i.exec(header);

@@ -86,11 +86,19 @@ export function clusterRoutes(deps: ClusterRoutesDeps) {
     const body = parseOrThrow(FailoverSchema, await readJson(c));
     // A typo'd or empty region would take every write of every tenant with it.
     if (!body.force && (await liveDispatchersIn(db, body.to)) === 0) {
-      throw conflict("failover_refused", `no dispatcher of region ${body.to} is alive: nothing would dispatch there; start one first, or pass "force": true to move anyway`);
+      throw conflict(
+        "failover_refused",
+        `no dispatcher of region ${body.to} is alive: nothing would dispatch there; start one first, or pass "force": true to move anyway`,
+      );
     }
     c.set("audited", true);
     try {
-      const moved = await moveAuthority(db, { to: body.to, ttlMs: config.authorityTtlMs, action: "cluster.failover", by: { actor: p.actor, reason: body.reason ?? null } });
+      const moved = await moveAuthority(db, {
+        to: body.to,
+        ttlMs: config.authorityTtlMs,
+        action: "cluster.failover",
+        by: { actor: p.actor, reason: body.reason ?? null },
+      });
       return c.json({ failover: moved, cluster: clusterView(await read(), config) });
     } catch (err) {
       if (err instanceof AuthorityMoveRefused) throw conflict("failover_refused", err.message);

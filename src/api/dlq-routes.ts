@@ -21,7 +21,15 @@ export const BulkReplaySchema = v.strictObject({
   reason: v.optional(WHY),
   dry_run: v.optional(v.boolean("must be true or false"), false),
   force: v.optional(v.boolean("must be true or false"), false),
-  limit: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(1, "must be at least 1"), v.maxValue(MAX_BULK, `must be at most ${MAX_BULK}`)), MAX_BULK),
+  limit: v.optional(
+    v.pipe(
+      v.number("must be a number"),
+      v.integer("must be a whole number"),
+      v.minValue(1, "must be at least 1"),
+      v.maxValue(MAX_BULK, `must be at most ${MAX_BULK}`),
+    ),
+    MAX_BULK,
+  ),
   cursor: v.optional(v.string("must be a string")),
 });
 
@@ -63,9 +71,15 @@ export function dlqRoutes(d: ReplayDeps) {
     // A dry run changes nothing: the generic admin.request row records it.
     if (!body.dry_run) c.set("audited", true);
     const r = await replayBulk(d, {
-      filter: toDeadFilter(body.filter, p), filterInput: body.filter, after: decodeDeadCursor(body.cursor),
-      limit: body.limit, ratePerSec: body.rate_per_sec, dryRun: body.dry_run, force: body.force,
-      tenant: tenantFilter(p), by: { actor: p.actor, reason: body.reason ?? null },
+      filter: toDeadFilter(body.filter, p),
+      filterInput: body.filter,
+      after: decodeDeadCursor(body.cursor),
+      limit: body.limit,
+      ratePerSec: body.rate_per_sec,
+      dryRun: body.dry_run,
+      force: body.force,
+      tenant: tenantFilter(p),
+      by: { actor: p.actor, reason: body.reason ?? null },
     });
     return c.json({ ...r, next_cursor: r.next_cursor ? encodeDeadCursor(r.next_cursor) : null });
   });

@@ -13,7 +13,8 @@ const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] as 
 // Headers the scheduler sets itself, or that fetch computes; a job may not override them.
 // proxy-* and expect change what the connection does (credentials for a proxy, a 100-continue
 // handshake the target may never answer).
-const RESERVED_HEADER = /^(host|content-length|transfer-encoding|connection|upgrade|te|trailer|keep-alive|expect|proxy-.*|webhook-id|webhook-timestamp|webhook-signature|idempotency-key|scheduler-.*)$/i;
+const RESERVED_HEADER =
+  /^(host|content-length|transfer-encoding|connection|upgrade|te|trailer|keep-alive|expect|proxy-.*|webhook-id|webhook-timestamp|webhook-signature|idempotency-key|scheduler-.*)$/i;
 /** What fetch sends unchanged: visible ASCII, space and tab (RFC 9110 field-value without obs-text). */
 const HEADER_VALUE = /^[\t\x20-\x7e]*$/;
 export const MAX_HEADER_VALUE_BYTES = 8192;
@@ -67,13 +68,29 @@ export const TargetSchema = v.strictObject({
   url: v.pipe(
     v.string("must be a URL string"),
     v.maxLength(2048, "must be at most 2048 characters"),
-    v.check((u) => checkTargetUrlSyntax(u) === null, (i) => checkTargetUrlSyntax(String(i.input)) ?? "invalid URL"),
+    v.check(
+      (u) => checkTargetUrlSyntax(u) === null,
+      (i) => checkTargetUrlSyntax(String(i.input)) ?? "invalid URL",
+    ),
   ),
-  method: v.optional(v.pipe(v.string(), v.description(`One of ${METHODS.join(", ")} (any case).`), v.transform((m) => m.toUpperCase()), v.picklist(METHODS, `must be one of ${METHODS.join(", ")}`)), "POST"),
+  method: v.optional(
+    v.pipe(
+      v.string(),
+      v.description(`One of ${METHODS.join(", ")} (any case).`),
+      v.transform((m) => m.toUpperCase()),
+      v.picklist(METHODS, `must be one of ${METHODS.join(", ")}`),
+    ),
+    "POST",
+  ),
   headers: v.optional(
     v.pipe(
       v.record(
-        v.pipe(v.string(), v.maxLength(256, "must be at most 256 characters"), v.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"), v.check((k) => !RESERVED_HEADER.test(k), "is set by the scheduler and cannot be overridden")),
+        v.pipe(
+          v.string(),
+          v.maxLength(256, "must be at most 256 characters"),
+          v.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"),
+          v.check((k) => !RESERVED_HEADER.test(k), "is set by the scheduler and cannot be overridden"),
+        ),
         v.pipe(
           v.string("header values must be strings"),
           v.check((s) => !/[\r\n\0]/.test(s), "must not contain line breaks"),
@@ -94,17 +111,24 @@ export const TargetSchema = v.strictObject({
  * Verify before retry (README "Verify before retry"): the URL the scheduler asks (signed GET, same webhook-id)
  * whether a call whose outcome is unknown was processed, before calling again. null: none.
  */
-export const VerifySchema = v.nullable(v.strictObject({
-  url: v.pipe(
-    v.string("must be a URL string"),
-    v.maxLength(2048, "must be at most 2048 characters"),
-    v.description("Answers GET with 200 {\"processed\": true} when the call with this webhook-id was processed; 404 or {\"processed\": false} when not."),
-    v.check((u) => checkTargetUrlSyntax(u) === null, (i) => checkTargetUrlSyntax(String(i.input)) ?? "invalid URL"),
-  ),
-}));
+export const VerifySchema = v.nullable(
+  v.strictObject({
+    url: v.pipe(
+      v.string("must be a URL string"),
+      v.maxLength(2048, "must be at most 2048 characters"),
+      v.description('Answers GET with 200 {"processed": true} when the call with this webhook-id was processed; 404 or {"processed": false} when not.'),
+      v.check(
+        (u) => checkTargetUrlSyntax(u) === null,
+        (i) => checkTargetUrlSyntax(String(i.input)) ?? "invalid URL",
+      ),
+    ),
+  }),
+);
 
 export const RetrySchema = v.strictObject({
-  max_attempts: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(1, "must be at least 1"), v.maxValue(1000, "must be at most 1000"))),
+  max_attempts: v.optional(
+    v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(1, "must be at least 1"), v.maxValue(1000, "must be at most 1000")),
+  ),
   base: v.optional(durationField(86_400_000)),
   max: v.optional(durationField(7 * 86_400_000)),
 });
@@ -116,27 +140,54 @@ export const RetrySchema = v.strictObject({
  * there); other tenants' calls to the host are not slowed by them.
  * null: none (the settings apply).
  */
-export const HostLimitsSchema = v.nullable(v.pipe(
-  v.unknown(),
-  // valibot takes an array for an object (its indexes become unknown keys).
-  v.check((x) => typeof x === "object" && x !== null && !Array.isArray(x), 'must be a JSON object like { "rate": 5, "concurrency": 2 }'),
-  v.strictObject({
-    rate: v.optional(v.pipe(v.number("must be a number of calls per second"), v.check((n) => Number.isFinite(n) && n >= 0.001, "must be at least 0.001"), v.maxValue(1_000_000, "must be at most 1000000"))),
-    concurrency: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(1, "must be at least 1"), v.maxValue(10_000, "must be at most 10000"))),
-  }),
-  v.check((l) => l.rate !== undefined || l.concurrency !== undefined, "must give rate, concurrency or both (null for none)"),
-));
+export const HostLimitsSchema = v.nullable(
+  v.pipe(
+    v.unknown(),
+    // valibot takes an array for an object (its indexes become unknown keys).
+    v.check((x) => typeof x === "object" && x !== null && !Array.isArray(x), 'must be a JSON object like { "rate": 5, "concurrency": 2 }'),
+    v.strictObject({
+      rate: v.optional(
+        v.pipe(
+          v.number("must be a number of calls per second"),
+          v.check((n) => Number.isFinite(n) && n >= 0.001, "must be at least 0.001"),
+          v.maxValue(1_000_000, "must be at most 1000000"),
+        ),
+      ),
+      concurrency: v.optional(
+        v.pipe(
+          v.number("must be a number"),
+          v.integer("must be a whole number"),
+          v.minValue(1, "must be at least 1"),
+          v.maxValue(10_000, "must be at most 10000"),
+        ),
+      ),
+    }),
+    v.check((l) => l.rate !== undefined || l.concurrency !== undefined, "must give rate, concurrency or both (null for none)"),
+  ),
+);
 
 export const JobInputSchema = v.strictObject({
   target: TargetSchema,
   run_at: v.optional(instantField),
   delay: v.optional(durationField(MAX_DURATION_MS * 10)),
-  idempotency_key: v.optional(v.pipe(
-    v.string("must be a string"), v.minLength(1, "must not be empty"), v.maxLength(255, "must be at most 255 characters"),
-    // Otherwise a job could take a schedule occurrence's key and that occurrence never run.
-    v.check((k) => !OCCURRENCE_KEY.test(k), "has the form <schedule_id>@<instant>, which is reserved for schedule occurrences"),
-  )),
-  priority: v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(-1000, "must be at least -1000"), v.maxValue(1000, "must be at most 1000")), 0),
+  idempotency_key: v.optional(
+    v.pipe(
+      v.string("must be a string"),
+      v.minLength(1, "must not be empty"),
+      v.maxLength(255, "must be at most 255 characters"),
+      // Otherwise a job could take a schedule occurrence's key and that occurrence never run.
+      v.check((k) => !OCCURRENCE_KEY.test(k), "has the form <schedule_id>@<instant>, which is reserved for schedule occurrences"),
+    ),
+  ),
+  priority: v.optional(
+    v.pipe(
+      v.number("must be a number"),
+      v.integer("must be a whole number"),
+      v.minValue(-1000, "must be at least -1000"),
+      v.maxValue(1000, "must be at most 1000"),
+    ),
+    0,
+  ),
   retry: v.optional(RetrySchema, {}),
   timeout: v.optional(durationField(MAX_ASYNC_TIMEOUT_MS)),
   expires_at: v.optional(instantField),
@@ -164,13 +215,14 @@ export function parseOrThrow<S extends v.GenericSchema>(schema: S, data: unknown
   const path = [prefix, ...(issue.path ?? []).map((p) => String(p.key))].filter(Boolean).join(".");
   const objectIssue = issue.kind === "schema" && (issue.type === "strict_object" || issue.type === "object");
   // valibot's own messages end "but received <the input>": errors do not echo what was sent.
-  const message = objectIssue && issue.expected === "never"
-    ? `unknown field ${path}`
-    : objectIssue && issue.path && issue.received === "undefined"
-      ? `${path} is required`
-      : objectIssue
-        ? `${path || "body"} must be a JSON object`
-        : `${path || "body"} ${/^Invalid (type|key): /.test(issue.message) ? `must be ${issue.expected}` : issue.message}`;
+  const message =
+    objectIssue && issue.expected === "never"
+      ? `unknown field ${path}`
+      : objectIssue && issue.path && issue.received === "undefined"
+        ? `${path} is required`
+        : objectIssue
+          ? `${path || "body"} must be a JSON object`
+          : `${path || "body"} ${/^Invalid (type|key): /.test(issue.message) ? `must be ${issue.expected}` : issue.message}`;
   // Every 400 names where: the whole body when no field is at fault.
   throw badRequest(message, path || "body");
 }
@@ -180,7 +232,10 @@ export function toTarget(t: JobInput["target"], prefix = ""): Target {
   const at = (f: string) => [prefix, f].filter(Boolean).join(".");
   if (t.body !== undefined && t.body_text !== undefined) throw badRequest("target: give body or body_text, not both", at("target.body_text"));
   if ((t.method === "GET" || t.method === "HEAD") && (t.body !== undefined || t.body_text !== undefined)) {
-    throw badRequest(`target: a ${t.method} call carries no body; drop body/body_text or use POST`, at(t.body !== undefined ? "target.body" : "target.body_text"));
+    throw badRequest(
+      `target: a ${t.method} call carries no body; drop body/body_text or use POST`,
+      at(t.body !== undefined ? "target.body" : "target.body_text"),
+    );
   }
   if (t.body_text !== undefined) return { url: t.url, method: t.method, headers: t.headers, body: t.body_text, json: false };
   if (t.body !== undefined) return { url: t.url, method: t.method, headers: t.headers, body: JSON.stringify(t.body), json: true };
@@ -190,10 +245,18 @@ export function toTarget(t: JobInput["target"], prefix = ""): Target {
 /** Canonical JSON (sorted keys) of the request as sent, for comparing repeats of one key. */
 export function requestHash(raw: unknown): string {
   const canon = (x: unknown): unknown =>
-    Array.isArray(x) ? x.map(canon) : x && typeof x === "object"
-      ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, canon((x as Record<string, unknown>)[k])]))
-      : x;
-  return createHash("sha256").update(JSON.stringify(canon(raw))).digest("hex");
+    Array.isArray(x)
+      ? x.map(canon)
+      : x && typeof x === "object"
+        ? Object.fromEntries(
+            Object.keys(x)
+              .sort()
+              .map((k) => [k, canon((x as Record<string, unknown>)[k])]),
+          )
+        : x;
+  return createHash("sha256")
+    .update(JSON.stringify(canon(raw)))
+    .digest("hex");
 }
 
 /** host_limits as stored: null, or only the limits given. */

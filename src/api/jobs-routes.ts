@@ -18,7 +18,12 @@ export const MAX_BATCH = 1000;
 
 // Exported for the OpenAPI document (src/api/openapi/), which documents these very schemas.
 export const JobCancelSchema = v.strictObject({ if_version: IF_VERSION, reason: REASON });
-export const JobRescheduleSchema = v.strictObject({ run_at: v.optional(instantField), delay: v.optional(JobInputSchema.entries.delay.wrapped), if_version: IF_VERSION, reason: REASON });
+export const JobRescheduleSchema = v.strictObject({
+  run_at: v.optional(instantField),
+  delay: v.optional(JobInputSchema.entries.delay.wrapped),
+  if_version: IF_VERSION,
+  reason: REASON,
+});
 
 export interface JobsRoutesDeps {
   db: Db;
@@ -30,7 +35,6 @@ interface Prepared {
   /** The body, when it is large enough to be stored apart from the row. */
   payload?: Payload;
 }
-
 
 export function jobsRoutes(deps: JobsRoutesDeps) {
   const { db, config } = deps;
@@ -46,7 +50,13 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
    * Validates one item and turns it into a row to insert; throws ApiError with the path.
    * `dbNow`: the database's clock, read once per request and only when a check needs it.
    */
-  const prepare = async (raw: unknown, p: Principal, prefix = "", dns = new Map<string, Promise<string | null>>(), dbNow = dbClockOnce()): Promise<Prepared> => {
+  const prepare = async (
+    raw: unknown,
+    p: Principal,
+    prefix = "",
+    dns = new Map<string, Promise<string | null>>(),
+    dbNow = dbClockOnce(),
+  ): Promise<Prepared> => {
     if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw badRequest(`${prefix || "body"} must be a JSON object`, prefix || "body");
     const input = parseOrThrow(JobInputSchema, raw, prefix);
     const at = (f: string) => (prefix ? `${prefix}.${f}` : f);
@@ -60,18 +70,20 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
       const base = input.run_at ? input.run_at.getTime() : (await dbNow()) + (input.delay ?? 0);
       if (input.expires_at.getTime() <= base) throw badRequest("expires_at must be after the due time", at("expires_at"));
     }
-    const job = newJob({
-      ...input,
-      tenant: tenantForCreate(p, input.tenant),
-      target,
-      request_hash: input.idempotency_key ? requestHash(raw) : null,
-      host_limits: toHostLimits(input.host_limits),
-      verify_url: input.verify?.url ?? null,
-    }, config.jobDefaults);
+    const job = newJob(
+      {
+        ...input,
+        tenant: tenantForCreate(p, input.tenant),
+        target,
+        request_hash: input.idempotency_key ? requestHash(raw) : null,
+        host_limits: toHostLimits(input.host_limits),
+        verify_url: input.verify?.url ?? null,
+      },
+      config.jobDefaults,
+    );
     if (job.backoff_max_ms < job.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", at("retry.max"));
     return { job, payload };
   };
-
 
   app.post("/jobs", async (c) => {
     const p = principal(c);
@@ -79,7 +91,8 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const raw = await readJson(c);
     const { job, payload } = await prepare(raw, p);
     const [r] = await insertJobs(db, [job], payload ? [payload] : []);
-    if (r.kind === "conflict") throw conflict("idempotency_conflict", `idempotency_key ${job.idempotency_key} was used with a different request (job ${r.job.id})`);
+    if (r.kind === "conflict")
+      throw conflict("idempotency_conflict", `idempotency_key ${job.idempotency_key} was used with a different request (job ${r.job.id})`);
     return c.json(jobView(r.job), r.kind === "created" ? 201 : 200);
   });
 
@@ -93,22 +106,31 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     const dns = new Map<string, Promise<string | null>>();
     const dbNow = dbClockOnce();
     const prepared = await Promise.all(
-      list.map((item, i) => prepare(item, p, `jobs.${i}`, dns, dbNow).then((x) => x, (err: unknown) => {
-        if (err instanceof ApiError) return { error: err };
-        throw err;
-      })),
+      list.map((item, i) =>
+        prepare(item, p, `jobs.${i}`, dns, dbNow).then(
+          (x) => x,
+          (err: unknown) => {
+            if (err instanceof ApiError) return { error: err };
+            throw err;
+          },
+        ),
+      ),
     );
     const valid = prepared.flatMap((x) => ("job" in x ? [x.job] : []));
     const payloads = prepared.flatMap((x) => ("payload" in x && x.payload ? [x.payload] : []));
     const results = new Map((await insertJobs(db, valid, payloads)).map((r, i) => [valid[i].id, r]));
-    return c.json({
-      jobs: prepared.map((x) => {
-        if ("error" in x) return x.error.body();
-        const r = results.get(x.job.id)!;
-        if (r.kind === "conflict") return conflict("idempotency_conflict", `idempotency_key ${x.job.idempotency_key} was used with a different request (job ${r.job.id})`).body();
-        return jobView(r.job);
-      }),
-    }, 200);
+    return c.json(
+      {
+        jobs: prepared.map((x) => {
+          if ("error" in x) return x.error.body();
+          const r = results.get(x.job.id)!;
+          if (r.kind === "conflict")
+            return conflict("idempotency_conflict", `idempotency_key ${x.job.idempotency_key} was used with a different request (job ${r.job.id})`).body();
+          return jobView(r.job);
+        }),
+      },
+      200,
+    );
   });
 
   app.get("/jobs/:id", async (c) => {
@@ -139,7 +161,16 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     if (q.order && q.order !== "asc" && q.order !== "desc") throw badRequest("order must be asc or desc", "order");
     let tenant = tenantFilter(p);
     if (tenant === null && q.tenant) tenant = q.tenant;
-    const rows = await listJobs(db, { tenant, status, scheduleId: q.schedule_id || null, dueBefore: instant("due_before"), dueAfter: instant("due_after"), afterId, limit: limit + 1, newestFirst: q.order === "desc" });
+    const rows = await listJobs(db, {
+      tenant,
+      status,
+      scheduleId: q.schedule_id || null,
+      dueBefore: instant("due_before"),
+      dueAfter: instant("due_after"),
+      afterId,
+      limit: limit + 1,
+      newestFirst: q.order === "desc",
+    });
     const page = rows.slice(0, limit);
     return c.json({
       items: page.map((j) => jobView(j)),
@@ -177,7 +208,8 @@ export function jobsRoutes(deps: JobsRoutesDeps) {
     if (job) return c.json(jobView(job));
     const current = await getJob(db, id, tenantFilter(p));
     if (!current) throw notFound(`job ${id}`);
-    if (current.status !== "scheduled" && current.status !== "queued") throw conflict("not_reschedulable", `job ${id} is ${current.status}; only scheduled or queued jobs can be rescheduled`);
+    if (current.status !== "scheduled" && current.status !== "queued")
+      throw conflict("not_reschedulable", `job ${id} is ${current.status}; only scheduled or queued jobs can be rescheduled`);
     throw conflict("version_mismatch", `job ${id} is at version ${current.version}, not ${body.if_version}`);
   });
 

@@ -49,7 +49,11 @@ function payloadProblem(j: JobRow): string | null {
 export async function replayRefusal(j: JobRow, o: ReplayCheckOptions): Promise<Refusal | null> {
   if (j.status !== "dead") return { status: 409, code: "not_dead", message: `job ${j.id} is ${j.status}, not dead: only dead jobs can be replayed` };
   if (j.schema_version !== JOB_SCHEMA_VERSION) {
-    return { status: 422, code: "schema_version_unsupported", message: `job ${j.id} is stored in job schema version ${j.schema_version}; this scheduler understands version ${JOB_SCHEMA_VERSION} only` };
+    return {
+      status: 422,
+      code: "schema_version_unsupported",
+      message: `job ${j.id} is stored in job schema version ${j.schema_version}; this scheduler understands version ${JOB_SCHEMA_VERSION} only`,
+    };
   }
   const payload = payloadProblem(j);
   if (payload) return { status: 422, code: "payload_missing", message: `job ${j.id} cannot be replayed: ${payload}` };
@@ -60,7 +64,8 @@ export async function replayRefusal(j: JobRow, o: ReplayCheckOptions): Promise<R
   if (refused) return { status: 422, code: "target_refused", message: `job ${j.id} cannot be replayed: ${refused}` };
   if (!o.force && isQuarantined(j, o.quarantineAfter)) {
     return {
-      status: 409, code: "quarantined",
+      status: 409,
+      code: "quarantined",
       message: `job ${j.id} is quarantined: it died the same way (${j.dead_signature}) after ${j.dead_streak - 1} replays; send "force": true to replay it anyway`,
     };
   }

@@ -29,6 +29,13 @@ export function queryInt(field: string, raw: string | undefined, min: number, ma
 }
 
 // Versions are int columns: a number past 2^31 - 1 would fail in SQL (a 500), not compare unequal.
-export const IF_VERSION = v.optional(v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(0, "must be at least 0"), v.maxValue(2_147_483_647, "must be at most 2147483647")));
+export const IF_VERSION = v.optional(
+  v.pipe(
+    v.number("must be a number"),
+    v.integer("must be a whole number"),
+    v.minValue(0, "must be at least 0"),
+    v.maxValue(2_147_483_647, "must be at most 2147483647"),
+  ),
+);
 // Why the change was made: kept in the audit log.
 export const REASON = v.optional(v.pipe(v.string("must be a string"), v.maxLength(1000, "must be at most 1000 characters")));

@@ -15,12 +15,22 @@ const fields = {
   target: TargetSchema,
   retry: RetrySchema,
   timeout: durationField(MAX_ASYNC_TIMEOUT_MS),
-  priority: v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(-1000, "must be at least -1000"), v.maxValue(1000, "must be at most 1000")),
+  priority: v.pipe(
+    v.number("must be a number"),
+    v.integer("must be a whole number"),
+    v.minValue(-1000, "must be at least -1000"),
+    v.maxValue(1000, "must be at most 1000"),
+  ),
   misfire: v.picklist(["skip", "fire_once", "fire_all"], "must be skip, fire_once or fire_all"),
   misfire_grace: v.nullable(durationField(7 * DAY)),
   catchup_window: durationField(366 * DAY),
   overlap: v.picklist(["allow", "skip", "queue"], "must be allow, skip or queue"),
-  max_queued: v.pipe(v.number("must be a number"), v.integer("must be a whole number"), v.minValue(1, "must be at least 1"), v.maxValue(1000, "must be at most 1000")),
+  max_queued: v.pipe(
+    v.number("must be a number"),
+    v.integer("must be a whole number"),
+    v.minValue(1, "must be at least 1"),
+    v.maxValue(1000, "must be at most 1000"),
+  ),
   window: durationField(DAY),
   paused: v.boolean("must be true or false"),
   dst: v.strictObject({
@@ -81,7 +91,10 @@ export function checkInterval(rule: CronRule, nowMs: number, minMs: number): voi
   for (let i = 1; i < at.length; i++) {
     const gap = at[i]! - at[i - 1]!;
     if (gap < minMs) {
-      throw badRequest(`cron fires ${gap / 1000} s apart (at ${new Date(at[i - 1]!).toISOString()} and ${new Date(at[i]!).toISOString()}); schedules may fire at most every ${minMs / 1000} s (SCHEDULER_MIN_SCHEDULE_INTERVAL)`, "cron");
+      throw badRequest(
+        `cron fires ${gap / 1000} s apart (at ${new Date(at[i - 1]!).toISOString()} and ${new Date(at[i]!).toISOString()}); schedules may fire at most every ${minMs / 1000} s (SCHEDULER_MIN_SCHEDULE_INTERVAL)`,
+        "cron",
+      );
     }
   }
 }

@@ -4,7 +4,17 @@ import type { Db } from "../store/db.ts";
 import { insertAudit, insertJobsIn, transactionNow } from "../store/jobs.ts";
 import { externalize, loadPayload } from "../store/payloads.ts";
 import { triggeredJob } from "../store/new-job.ts";
-import { deleteSchedule, fieldsOf, getSchedule, insertSchedule, listSchedules, ScheduleQuotaError, updateSchedule, type ScheduleFields, type ScheduleRow } from "../store/schedules.ts";
+import {
+  deleteSchedule,
+  fieldsOf,
+  getSchedule,
+  insertSchedule,
+  listSchedules,
+  ScheduleQuotaError,
+  updateSchedule,
+  type ScheduleFields,
+  type ScheduleRow,
+} from "../store/schedules.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate, type Principal } from "./auth.ts";
 import { badText } from "./input-guard.ts";
 import { badRequest, conflict, notFound } from "./errors.ts";
@@ -173,7 +183,7 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       const horizon = from + PREVIEW_HORIZON_MS;
       const deadline = performance.now() + PREVIEW_BUDGET_MS;
       const at: number[] = [];
-      for (let t = from; at.length < n;) {
+      for (let t = from; at.length < n; ) {
         if (performance.now() > deadline) {
           out.preview_truncated = true;
           break;
@@ -201,56 +211,64 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const newTarget = ext?.target;
     if (newTarget && !config.allowPrivateTargets) await checkTarget(newTarget.url, "target.url", new Map());
     if (body.verify && !config.allowPrivateTargets) await checkTarget(body.verify.url, "verify.url", new Map());
-    const result = await updateSchedule(db, tenant, id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.updated" }, (cur, dbNowMs) => {
-      const f = fieldsOf(cur);
-      const next: ScheduleFields = {
-        ...f,
-        cron: body.cron?.trim() ?? f.cron,
-        timezone: body.timezone ?? f.timezone,
-        dst_gap: body.dst ? body.dst.gap ?? null : f.dst_gap,
-        dst_fold: body.dst ? body.dst.fold ?? null : f.dst_fold,
-        target: newTarget ?? f.target,
-        priority: body.priority ?? f.priority,
-        max_attempts: body.retry?.max_attempts ?? f.max_attempts,
-        backoff_base_ms: body.retry?.base ?? f.backoff_base_ms,
-        backoff_max_ms: body.retry?.max ?? f.backoff_max_ms,
-        timeout_ms: body.timeout ?? f.timeout_ms,
-        misfire: body.misfire ?? f.misfire,
-        misfire_grace_ms: body.misfire_grace !== undefined ? body.misfire_grace : f.misfire_grace_ms,
-        catchup_window_ms: body.catchup_window ?? f.catchup_window_ms,
-        overlap: body.overlap ?? f.overlap,
-        max_queued: body.max_queued ?? f.max_queued,
-        window_ms: body.window ?? f.window_ms,
-        paused: body.paused ?? f.paused,
-        paused_reason: body.paused === false ? null : f.paused_reason,
-        start_at: body.start_at !== undefined ? body.start_at : f.start_at,
-        end_at: body.end_at !== undefined ? body.end_at : f.end_at,
-        host_limits: body.host_limits !== undefined ? toHostLimits(body.host_limits) : f.host_limits,
-        async: body.async ?? f.async,
-        verify_url: body.verify !== undefined ? (body.verify?.url ?? null) : (f.verify_url ?? null),
-      };
-      const rule = rowRule(next);
-      if (next.start_at && next.end_at && next.end_at.getTime() <= next.start_at.getTime()) throw badRequest("end_at must be after start_at", "end_at");
-      if (next.backoff_max_ms < next.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", "retry.max");
-      checkTimeout(next.async ?? false, next.timeout_ms, "timeout");
-      const ruleChanged = next.cron !== f.cron || next.timezone !== f.timezone || next.dst_gap !== f.dst_gap || next.dst_fold !== f.dst_fold;
-      // A rule stored before the minimum (or under a lower one) keeps running; a new one must obey it.
-      if (ruleChanged) checkInterval(rule, dbNowMs, config.ceilings.minScheduleIntervalMs);
-      const boundsChanged = next.start_at?.getTime() !== f.start_at?.getTime() || next.end_at?.getTime() !== f.end_at?.getTime();
-      if (ruleChanged || f.next_fire_at === null) {
-        // A new rule starts afresh from now: what the old rule missed is not the new one's.
-        next.next_fire_at = firstFire(rule, dbNowMs, next.start_at, next.end_at);
-      } else if (boundsChanged) {
-        // Same rule, new bounds: keep the place (an occurrence due but not yet generated, or
-        // a paused backlog, stays for the misfire policy), moved forward to start_at and
-        // stopped at end_at.
-        let n: Date | null = f.next_fire_at;
-        if (next.start_at && n.getTime() < next.start_at.getTime()) n = firstFire(rule, next.start_at.getTime(), next.start_at, next.end_at);
-        if (n && next.end_at && n.getTime() > next.end_at.getTime()) n = null;
-        next.next_fire_at = n;
-      }
-      return next;
-    }, ext?.payload ? [ext.payload] : []);
+    const result = await updateSchedule(
+      db,
+      tenant,
+      id,
+      body.if_version ?? null,
+      { ...by(c, body.reason), action: "schedule.updated" },
+      (cur, dbNowMs) => {
+        const f = fieldsOf(cur);
+        const next: ScheduleFields = {
+          ...f,
+          cron: body.cron?.trim() ?? f.cron,
+          timezone: body.timezone ?? f.timezone,
+          dst_gap: body.dst ? (body.dst.gap ?? null) : f.dst_gap,
+          dst_fold: body.dst ? (body.dst.fold ?? null) : f.dst_fold,
+          target: newTarget ?? f.target,
+          priority: body.priority ?? f.priority,
+          max_attempts: body.retry?.max_attempts ?? f.max_attempts,
+          backoff_base_ms: body.retry?.base ?? f.backoff_base_ms,
+          backoff_max_ms: body.retry?.max ?? f.backoff_max_ms,
+          timeout_ms: body.timeout ?? f.timeout_ms,
+          misfire: body.misfire ?? f.misfire,
+          misfire_grace_ms: body.misfire_grace !== undefined ? body.misfire_grace : f.misfire_grace_ms,
+          catchup_window_ms: body.catchup_window ?? f.catchup_window_ms,
+          overlap: body.overlap ?? f.overlap,
+          max_queued: body.max_queued ?? f.max_queued,
+          window_ms: body.window ?? f.window_ms,
+          paused: body.paused ?? f.paused,
+          paused_reason: body.paused === false ? null : f.paused_reason,
+          start_at: body.start_at !== undefined ? body.start_at : f.start_at,
+          end_at: body.end_at !== undefined ? body.end_at : f.end_at,
+          host_limits: body.host_limits !== undefined ? toHostLimits(body.host_limits) : f.host_limits,
+          async: body.async ?? f.async,
+          verify_url: body.verify !== undefined ? (body.verify?.url ?? null) : (f.verify_url ?? null),
+        };
+        const rule = rowRule(next);
+        if (next.start_at && next.end_at && next.end_at.getTime() <= next.start_at.getTime()) throw badRequest("end_at must be after start_at", "end_at");
+        if (next.backoff_max_ms < next.backoff_base_ms) throw badRequest("retry.max must not be below retry.base", "retry.max");
+        checkTimeout(next.async ?? false, next.timeout_ms, "timeout");
+        const ruleChanged = next.cron !== f.cron || next.timezone !== f.timezone || next.dst_gap !== f.dst_gap || next.dst_fold !== f.dst_fold;
+        // A rule stored before the minimum (or under a lower one) keeps running; a new one must obey it.
+        if (ruleChanged) checkInterval(rule, dbNowMs, config.ceilings.minScheduleIntervalMs);
+        const boundsChanged = next.start_at?.getTime() !== f.start_at?.getTime() || next.end_at?.getTime() !== f.end_at?.getTime();
+        if (ruleChanged || f.next_fire_at === null) {
+          // A new rule starts afresh from now: what the old rule missed is not the new one's.
+          next.next_fire_at = firstFire(rule, dbNowMs, next.start_at, next.end_at);
+        } else if (boundsChanged) {
+          // Same rule, new bounds: keep the place (an occurrence due but not yet generated, or
+          // a paused backlog, stays for the misfire policy), moved forward to start_at and
+          // stopped at end_at.
+          let n: Date | null = f.next_fire_at;
+          if (next.start_at && n.getTime() < next.start_at.getTime()) n = firstFire(rule, next.start_at.getTime(), next.start_at, next.end_at);
+          if (n && next.end_at && n.getTime() > next.end_at.getTime()) n = null;
+          next.next_fire_at = n;
+        }
+        return next;
+      },
+      ext?.payload ? [ext.payload] : [],
+    );
     return c.json(answer(result, id));
   });
 
@@ -265,7 +283,9 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const body = parseOrThrow(ScheduleActionSchema, await readJson(c));
     const id = idOf(c);
     const r = await updateSchedule(db, tenantOf(c), id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.paused" }, (cur) => ({
-      ...fieldsOf(cur), paused: true, paused_reason: body.reason ?? "paused by request",
+      ...fieldsOf(cur),
+      paused: true,
+      paused_reason: body.reason ?? "paused by request",
     }));
     return c.json(answer(r, id));
   });
@@ -276,7 +296,9 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     const id = idOf(c);
     // next_fire_at stays where it stopped: the misfire policy decides what the pause missed.
     const r = await updateSchedule(db, tenantOf(c), id, body.if_version ?? null, { ...by(c, body.reason), action: "schedule.resumed" }, (cur) => ({
-      ...fieldsOf(cur), paused: false, paused_reason: null,
+      ...fieldsOf(cur),
+      paused: false,
+      paused_reason: null,
     }));
     return c.json(answer(r, id));
   });
@@ -302,7 +324,14 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
       return insertJobsIn(q, [triggeredJob(s, now)]);
     });
     c.set("audited", true);
-    await insertAudit(db, { actor: principal(c).actor, tenant: s.tenant, action: "schedule.triggered", objectId: s.id, reason: body.reason ?? null, details: { job_id: r.job.id } });
+    await insertAudit(db, {
+      actor: principal(c).actor,
+      tenant: s.tenant,
+      action: "schedule.triggered",
+      objectId: s.id,
+      reason: body.reason ?? null,
+      details: { job_id: r.job.id },
+    });
     return c.json(jobView(r.job), 201);
   });
 

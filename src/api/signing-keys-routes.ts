@@ -3,8 +3,14 @@ import * as v from "valibot";
 import type { Db } from "../store/db.ts";
 import { getSchedule } from "../store/schedules.ts";
 import {
-  createSigningKey, listSigningKeys, retireSigningKey, rotateSigningKey, secretText,
-  SigningKeyLimitError, SigningKeyRetiredError, type SigningKeyRow,
+  createSigningKey,
+  listSigningKeys,
+  retireSigningKey,
+  rotateSigningKey,
+  secretText,
+  SigningKeyLimitError,
+  SigningKeyRetiredError,
+  type SigningKeyRow,
 } from "../store/signing-keys.ts";
 import { parseDuration } from "../time/duration.ts";
 import { type AppEnv, requireScope, tenantFilter, tenantForCreate } from "./auth.ts";
@@ -20,12 +26,12 @@ const DEFAULT_OVERLAP_MS = 86_400_000;
 
 const TENANT = v.pipe(v.string("must be a string"), v.regex(/^[A-Za-z0-9_.-]{1,64}$/, "must be 1 to 64 letters, digits, _ . or -"));
 const OVERLAP = v.pipe(
-  v.union([v.string(), v.number()], "must be a duration like \"24h\" or whole milliseconds"),
+  v.union([v.string(), v.number()], 'must be a duration like "24h" or whole milliseconds'),
   v.rawTransform(({ dataset, addIssue, NEVER }) => {
     try {
       return parseDuration(dataset.value);
     } catch {
-      addIssue({ message: "must be a duration like \"24h\" or whole milliseconds" });
+      addIssue({ message: 'must be a duration like "24h" or whole milliseconds' });
       return NEVER;
     }
   }),
@@ -53,7 +59,7 @@ export function signingKeyView(r: SigningKeyRow) {
     tenant: r.tenant,
     schedule_id: r.schedule_id,
     created_at: r.created_at.toISOString(),
-    status: retired ? "retired" as const : "active" as const,
+    status: retired ? ("retired" as const) : ("active" as const),
     // Active with a retirement set (a rotation's overlap): when it stops signing.
     retires_at: !retired && r.retired_at !== null ? r.retired_at.toISOString() : null,
     retired_at: retired ? r.retired_at!.toISOString() : null,
@@ -102,9 +108,13 @@ export function signingKeysRoutes(deps: { db: Db }) {
     if (q.schedule_id !== undefined && !SCHEDULE_ID.test(q.schedule_id)) throw badRequest("schedule_id must be a schedule id", "schedule_id");
     if (q.tenant !== undefined && !v.is(TENANT, q.tenant)) throw badRequest("tenant must be 1 to 64 letters, digits, _ . or -", "tenant");
     const own = tenantFilter(p);
-    if (own !== null && q.tenant !== undefined && q.tenant !== own) throw new ApiError(403, "forbidden", `this token may not read tenant ${q.tenant}`, "tenant");
+    if (own !== null && q.tenant !== undefined && q.tenant !== own)
+      throw new ApiError(403, "forbidden", `this token may not read tenant ${q.tenant}`, "tenant");
     const rows = await listSigningKeys(db, {
-      tenant: own ?? q.tenant ?? null, scheduleId: q.schedule_id ?? null, status, limit: queryInt("limit", q.limit, 1, 1000, 100),
+      tenant: own ?? q.tenant ?? null,
+      scheduleId: q.schedule_id ?? null,
+      status,
+      limit: queryInt("limit", q.limit, 1, 1000, 100),
     });
     return c.json({ items: rows.map(signingKeyView) });
   });

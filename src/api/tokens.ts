@@ -22,7 +22,11 @@ export function parseTokens(spec: string): TokenGrant[] {
     if (a <= 0 || b < 0) throw new Error(`entry ${i + 1} must look like token:tenant:scope,scope`);
     const token = entry.slice(0, a);
     const tenant = entry.slice(a + 1, b);
-    const scopes = entry.slice(b + 1).split(",").map((s) => s.trim()).filter(Boolean);
+    const scopes = entry
+      .slice(b + 1)
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
     if (!tenant) throw new Error(`entry ${i + 1} has an empty tenant (use * for all tenants)`);
     if (scopes.length === 0) throw new Error(`entry ${i + 1} has no scopes (jobs:read, jobs:write, admin)`);
     for (const s of scopes) {

@@ -34,7 +34,8 @@ const ASSETS: Record<string, { type: string; body: string }> = {
  * offline, and a job's URL or error text shown on it can never run as script.
  */
 const HEADERS = {
-  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   "x-content-type-options": "nosniff",
   "referrer-policy": "no-referrer",
   // A new binary brings new files; revalidating costs little on a page this small.

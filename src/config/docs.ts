@@ -39,7 +39,9 @@ export function readmeConfiguration(): string {
     "Everything is optional. At start-up every bad value is reported at once, one line each naming",
     "the variable and what to do, and a `SCHEDULER_*` name that is not below stops the start with the",
     `nearest one that is ("did you mean …?"). Let be: the CLI's, the tests' and the benches' own`,
-    `(${others().map((n) => `\`${n}\``).join(", ")}).`,
+    `(${others()
+      .map((n) => `\`${n}\``)
+      .join(", ")}).`,
     "*Read by*: the modes (`--mode`) whose processes act on the variable.",
   ];
   for (const section of SECTIONS) {

@@ -76,9 +76,12 @@ const withPrefix = (name: string) => (name.startsWith("SCHEDULER_") ? [name] : [
 function unknownNames(env: Env): string[] {
   const problems: string[] = [];
   for (const name of Object.keys(env)) {
-    if (!name.startsWith("SCHEDULER_") || Object.hasOwn(VARIABLES, name) || Object.hasOwn(OTHER_PROGRAMS, name) || name.startsWith(OTHER_PROGRAMS_PREFIX)) continue;
+    if (!name.startsWith("SCHEDULER_") || Object.hasOwn(VARIABLES, name) || Object.hasOwn(OTHER_PROGRAMS, name) || name.startsWith(OTHER_PROGRAMS_PREFIX))
+      continue;
     if (env[name] === undefined) continue;
-    problems.push(`${name} is not a setting of the scheduler: did you mean ${nearest(name, VARIABLE_NAMES, withPrefix)}? (rename or unset it; scheduler --help lists every variable)`);
+    problems.push(
+      `${name} is not a setting of the scheduler: did you mean ${nearest(name, VARIABLE_NAMES, withPrefix)}? (rename or unset it; scheduler --help lists every variable)`,
+    );
   }
   return problems;
 }

@@ -6,7 +6,13 @@ import { parseByteSize } from "../byte-size.ts";
 import { parseDuration } from "../time/duration.ts";
 
 export const int = (min: number, max: number) =>
-  v.pipe(v.string(), v.regex(/^\d+$/, `must be a whole number from ${min} to ${max}`), v.transform(Number), v.minValue(min, `must be at least ${min}`), v.maxValue(max, `must be at most ${max}`));
+  v.pipe(
+    v.string(),
+    v.regex(/^\d+$/, `must be a whole number from ${min} to ${max}`),
+    v.transform(Number),
+    v.minValue(min, `must be at least ${min}`),
+    v.maxValue(max, `must be at most ${max}`),
+  );
 
 export const duration = (minMs: number) =>
   v.pipe(
@@ -40,13 +46,19 @@ export const size = (min: number, max: number) =>
 /** A retention period: a duration of at least 1 s, or "0" / "off" to keep for ever (null). */
 export const retention = v.union(
   [
-    v.pipe(v.picklist(["0", "off"]), v.transform(() => null)),
+    v.pipe(
+      v.picklist(["0", "off"]),
+      v.transform(() => null),
+    ),
     duration(1000),
   ],
   'must be a duration like "7d" or "12h", or "off" (or 0) to keep for ever',
 );
 
-export const bool = v.pipe(v.picklist(["0", "1", "true", "false", ""], 'must be "1" or "0"'), v.transform((s) => s === "1" || s === "true"));
+export const bool = v.pipe(
+  v.picklist(["0", "1", "true", "false", ""], 'must be "1" or "0"'),
+  v.transform((s) => s === "1" || s === "true"),
+);
 
 export const nonEmpty = v.pipe(v.string(), v.minLength(1, "must not be empty"));
 

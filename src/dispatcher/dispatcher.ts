@@ -60,7 +60,6 @@ export interface DispatcherOptions {
   clock?: DbClock;
 }
 
-
 export interface LocalWorker {
   owner: string;
   /** Reserves up to n call slots; returns how many it got. */
@@ -117,19 +116,46 @@ export class Dispatcher extends PeriodicLoop<number> {
     this.prestageMs = o.prestageMs ?? 0;
     this.clock = o.clock ?? new DbClock();
     this.elector = new LeaderElector({
-      db: o.db, name: DISPATCH_LEASE, owner: o.owner, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, log: o.log,
+      db: o.db,
+      name: DISPATCH_LEASE,
+      owner: o.owner,
+      ttlMs: o.leaderTtlMs,
+      skewMs: o.skewMs,
+      log: o.log,
       region: o.authority.region,
       onChange: (hold) => this.onLeadership(hold),
     });
     this.reaper = new LeaseReaper({
-      db: o.db, batch: o.batch, intervalMs: Math.min(5000, Math.max(250, o.leaseTtlMs / 4)), skewMs: o.skewMs,
-      log: o.log, metrics: o.metrics, isLeader: () => this.elector.current !== undefined,
+      db: o.db,
+      batch: o.batch,
+      intervalMs: Math.min(5000, Math.max(250, o.leaseTtlMs / 4)),
+      skewMs: o.skewMs,
+      log: o.log,
+      metrics: o.metrics,
+      isLeader: () => this.elector.current !== undefined,
       onReaped: () => this.poke(),
     });
     this.planner = new DispatchPlanner(o.flow);
-    this.claimer = new DueClaimer({ db: o.db, planner: this.planner, index: o.index, prestageMs: this.prestageMs, metrics: o.metrics, afterClaim: o.afterClaim, afterClaimReply: o.afterClaimReply, log: o.log, clock: this.clock });
+    this.claimer = new DueClaimer({
+      db: o.db,
+      planner: this.planner,
+      index: o.index,
+      prestageMs: this.prestageMs,
+      metrics: o.metrics,
+      afterClaim: o.afterClaim,
+      afterClaimReply: o.afterClaimReply,
+      log: o.log,
+      clock: this.clock,
+    });
     this.shards = new ShardOwnership({
-      db: o.db, owner: o.owner, count: o.shards, ttlMs: o.leaderTtlMs, skewMs: o.skewMs, region: o.authority.region, log: o.log, metrics: o.metrics,
+      db: o.db,
+      owner: o.owner,
+      count: o.shards,
+      ttlMs: o.leaderTtlMs,
+      skewMs: o.skewMs,
+      region: o.authority.region,
+      log: o.log,
+      metrics: o.metrics,
       onChange: (held) => {
         if (held.length > 0) this.poke();
         o.index?.read(held.length > 0).catch((err: unknown) => o.log.error({ err }, "switching the due index reader failed"));

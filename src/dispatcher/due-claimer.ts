@@ -1,5 +1,14 @@
 import type { Db } from "../store/db.ts";
-import { type CandidateRow, candidatesByIds, claimDue, claimDueIds, type ClaimParams, type DueSample, sampleDue, tenantsInFlight } from "../store/dispatch-queries.ts";
+import {
+  type CandidateRow,
+  candidatesByIds,
+  claimDue,
+  claimDueIds,
+  type ClaimParams,
+  type DueSample,
+  sampleDue,
+  tenantsInFlight,
+} from "../store/dispatch-queries.ts";
 import type { ShardFence } from "../store/shards.ts";
 import type { ClaimRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
@@ -104,7 +113,16 @@ export class DueClaimer {
     const fromIndex = await keeper.candidates(Math.min(DUE_LIST_MAX, want), this.o.prestageMs, shards.list);
     if (fromIndex === null) return this.claimPlanned(rest, await this.sqlCandidates(rest.limit, p.fence), into);
     const start = into.length;
-    await this.claimPlanned(rest, await candidatesByIds(this.o.db, fromIndex.map((c) => c.jobId), this.o.prestageMs, shards), into);
+    await this.claimPlanned(
+      rest,
+      await candidatesByIds(
+        this.o.db,
+        fromIndex.map((c) => c.jobId),
+        this.o.prestageMs,
+        shards,
+      ),
+      into,
+    );
     // Reconciled entries leave the index as claimed ones do (not read again as stale).
     await keeper.settle(fromIndex, [...reconciled, ...into.slice(start)]);
   }
@@ -118,14 +136,23 @@ export class DueClaimer {
   private async sqlCandidates(limit: number, fence: ShardFence): Promise<CandidateRow[]> {
     const ahead = await this.takeAhead(limit, fence);
     const sample = ahead ?? (await this.sample(limit, fence, []));
-    this.o.onDiscovery?.(sample.candidates.map((c) => c.id), ahead !== undefined);
+    this.o.onDiscovery?.(
+      sample.candidates.map((c) => c.id),
+      ahead !== undefined,
+    );
     this.tenantCursor = sample.sampled >= TENANTS_PER_PASS ? sample.lastTenant! : "";
     return sample.candidates;
   }
 
   private sample(limit: number, fence: ShardFence, exclude: string[]): Promise<DueSample> {
     return sampleDue(this.o.db, {
-      cursor: this.tenantCursor, tenants: TENANTS_PER_PASS, budget: CANDIDATE_FACTOR * limit, limit, horizonMs: this.o.prestageMs, shards: shardsOf(fence), exclude,
+      cursor: this.tenantCursor,
+      tenants: TENANTS_PER_PASS,
+      budget: CANDIDATE_FACTOR * limit,
+      limit,
+      horizonMs: this.o.prestageMs,
+      shards: shardsOf(fence),
+      exclude,
     });
   }
 
@@ -188,8 +215,10 @@ export class DueClaimer {
       // No answer: the claim may have committed and started jobs no one will call.
       if (attemptIds) {
         await releaseStartedAtClaim(this.o.db, p.worker!, ids, attemptIds).then(
-          (rows) => rows.length > 0 && this.o.log.warn({ jobs: rows.length }, "a claim that started jobs got no answer: they are given back uncalled, without a try"),
-          (e: unknown) => this.o.log.error({ err: e }, "giving back the jobs of a claim that got no answer failed; their leases will lapse and each counts a lost call"),
+          (rows) =>
+            rows.length > 0 && this.o.log.warn({ jobs: rows.length }, "a claim that started jobs got no answer: they are given back uncalled, without a try"),
+          (e: unknown) =>
+            this.o.log.error({ err: e }, "giving back the jobs of a claim that got no answer failed; their leases will lapse and each counts a lost call"),
         );
       }
       throw err;

@@ -46,7 +46,10 @@ export class RetentionPruner extends PeriodicLoop<PruneResult> {
       if (full) out.more = true;
     };
     const periods: [PrunableStatus, number | null][] = [
-      ["succeeded", r.succeededMs], ["cancelled", r.cancelledMs], ["expired", r.expiredMs], ["dead", r.deadMs],
+      ["succeeded", r.succeededMs],
+      ["cancelled", r.cancelledMs],
+      ["expired", r.expiredMs],
+      ["dead", r.deadMs],
     ];
     for (const [status, ms] of periods) {
       if (ms === null) continue;

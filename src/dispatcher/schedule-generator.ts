@@ -111,9 +111,14 @@ export class ScheduleGenerator {
 
   private async generate(q: Queryable, s: ScheduleRow, nowMs: number): Promise<void> {
     const plan = planOccurrences({
-      rule: this.rule(s), nextFireAt: s.next_fire_at!.getTime(), nowMs, misfire: s.misfire,
+      rule: this.rule(s),
+      nextFireAt: s.next_fire_at!.getTime(),
+      nowMs,
+      misfire: s.misfire,
       misfireGraceMs: s.misfire_grace_ms === null ? null : Number(s.misfire_grace_ms),
-      catchupWindowMs: Number(s.catchup_window_ms), endAt: s.end_at?.getTime() ?? null, maxScan: MAX_SCAN,
+      catchupWindowMs: Number(s.catchup_window_ms),
+      endAt: s.end_at?.getTime() ?? null,
+      maxScan: MAX_SCAN,
     });
     let misfired = plan.misfired;
     if (plan.coalesceBefore !== null) {
@@ -143,14 +148,20 @@ export class ScheduleGenerator {
         held++;
       } else {
         skipped++;
-        this.o.log.info({ schedule_id: s.id, tenant: s.tenant, nominal_time: new Date(occ.nominal).toISOString(), overlap: s.overlap }, "occurrence skipped: the previous one is still in progress");
+        this.o.log.info(
+          { schedule_id: s.id, tenant: s.tenant, nominal_time: new Date(occ.nominal).toISOString(), overlap: s.overlap },
+          "occurrence skipped: the previous one is still in progress",
+        );
       }
     }
     const inserted = jobs.length > 0 ? await insertJobsIn(q, jobs) : [];
     const created = inserted.filter((r) => r.kind === "created").length;
     await advanceSchedule(q, s.tenant, s.id, {
       nextFireAt: plan.nextFireAt === null ? null : new Date(plan.nextFireAt),
-      lastNominal: plan.lastNominal === null ? null : new Date(plan.lastNominal), created, skipped, misfired,
+      lastNominal: plan.lastNominal === null ? null : new Date(plan.lastNominal),
+      created,
+      skipped,
+      misfired,
       skipReason: skipped > 0 ? `overlap=${s.overlap}: the previous occurrence was still in progress` : null,
     });
     if (created) this.o.metrics.occurrences.inc({ result: "generated" }, created);

@@ -87,7 +87,11 @@ export class ShardOwnership extends PeriodicLoop<void> {
     if (this.held.size < fair) {
       const free = shuffle(shards.filter((s) => s.free && !this.held.has(s.shard)).map((s) => s.shard));
       const got = await acquireShards(this.o.db, {
-        owner: this.o.owner, shards: free.slice(0, fair - this.held.size), ttlMs: this.o.ttlMs, skewMs: this.o.skewMs, region: this.o.region,
+        owner: this.o.owner,
+        shards: free.slice(0, fair - this.held.size),
+        ttlMs: this.o.ttlMs,
+        skewMs: this.o.skewMs,
+        region: this.o.region,
       });
       for (const h of got) this.held.set(h.shard, h);
       if (got.length > 0) {

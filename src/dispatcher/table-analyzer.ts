@@ -36,7 +36,10 @@ export class TableAnalyzer extends PeriodicLoop<void> {
     for (const t of tables) {
       const started = performance.now();
       await analyzeTable(this.o.db, t.table);
-      this.o.log.debug({ table: t.table, rows: t.rows, analyzed_rows: t.analyzedRows, ms: Math.round(performance.now() - started) }, "analyzed a growing table");
+      this.o.log.debug(
+        { table: t.table, rows: t.rows, analyzed_rows: t.analyzedRows, ms: Math.round(performance.now() - started) },
+        "analyzed a growing table",
+      );
     }
   }
 

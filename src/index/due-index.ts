@@ -94,7 +94,10 @@ export function checkEntries(entries: DueEntry[]): void {
 export function checkChanges(changes: DueChange[]): void {
   for (const c of changes) {
     checkJobId(c.jobId);
-    for (const [what, v] of [["ifDueMs", c.ifDueMs], ["dueMs", c.dueMs ?? 0]] as const) {
+    for (const [what, v] of [
+      ["ifDueMs", c.ifDueMs],
+      ["dueMs", c.dueMs ?? 0],
+    ] as const) {
       if (!Number.isSafeInteger(v)) throw new Error(`due index: ${what} of job ${c.jobId} must be an integer of epoch ms, got ${String(v)}`);
     }
   }
@@ -110,4 +113,3 @@ export function checkJobId(jobId: string): void {
 export function compareDue(a: DueEntry, b: DueEntry): number {
   return a.dueMs - b.dueMs || (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0);
 }
-

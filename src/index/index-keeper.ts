@@ -21,7 +21,7 @@ import type { LeaseHold } from "../store/leases.ts";
 import type { ClaimedJob } from "../store/types.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { indexCaptureEnabled, setIndexCapture } from "./capture.ts";
-import { type DueChange, type DueEntry, type DueIndex } from "./due-index.ts";
+import type { DueChange, DueEntry, DueIndex } from "./due-index.ts";
 import { withTimeout } from "../time/with-timeout.ts";
 import { OutboxRelay } from "./outbox-relay.ts";
 import { WindowLoader } from "./window-loader.ts";
@@ -97,12 +97,23 @@ export class IndexKeeper extends PeriodicLoop<void> {
     // The window (which jobs the index holds) is measured on the database's clock, like its scores.
     const now = () => this.clock.now();
     this.relay = new OutboxRelay({
-      db: o.db, index: o.index, batch, windowMs: o.windowMs, log: o.log, now,
+      db: o.db,
+      index: o.index,
+      batch,
+      windowMs: o.windowMs,
+      log: o.log,
+      now,
       fence: () => this.hold,
       onUpserted: (at) => o.onDue?.(at),
     });
     this.loader = new WindowLoader({
-      db: o.db, index: o.index, windowMs: o.windowMs, batch, intervalMs: this.intervalMs, log: o.log, now,
+      db: o.db,
+      index: o.index,
+      windowMs: o.windowMs,
+      batch,
+      intervalMs: this.intervalMs,
+      log: o.log,
+      now,
       onRebuild: () => o.metrics.indexRebuilds.inc(),
     });
     o.metrics.indexFallback.set(1);
@@ -210,7 +221,11 @@ export class IndexKeeper extends PeriodicLoop<void> {
       if (kept !== this.up) {
         this.up = kept;
         this.o.metrics.indexFallback.set(kept ? 0 : 1);
-        this.o.log.info(kept ? "reading the Redis due index the dispatch coordinator keeps" : "the Redis due index is not kept now (no marker or capture off): dispatching from SQL");
+        this.o.log.info(
+          kept
+            ? "reading the Redis due index the dispatch coordinator keeps"
+            : "the Redis due index is not kept now (no marker or capture off): dispatching from SQL",
+        );
       }
     } catch (err) {
       this.markDown("marker", err);
@@ -247,13 +262,16 @@ export class IndexKeeper extends PeriodicLoop<void> {
       else rest.push(c);
     }
     if (rest.length > 0) {
-      const rows = await indexValidate(this.o.db, rest.map((c) => c.jobId));
+      const rows = await indexValidate(
+        this.o.db,
+        rest.map((c) => c.jobId),
+      );
       const byId = new Map(rows.map((r) => [r.id, r]));
       const windowEnd = this.clock.now() + this.o.windowMs;
       for (const c of rest) {
         const row = byId.get(c.jobId);
         const due = row?.due_at.getTime();
-        if (!row || row.status !== "scheduled" || due === undefined || !Number.isFinite(due) || due >= windowEnd) {
+        if (row?.status !== "scheduled" || due === undefined || !Number.isFinite(due) || due >= windowEnd) {
           changes.push({ jobId: c.jobId, ifDueMs: c.dueMs, dueMs: null });
           this.o.metrics.indexStale.inc();
           this.o.log.debug({ job_id: c.jobId, status: row?.status ?? null }, "stale due-index entry dropped");

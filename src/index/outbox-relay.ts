@@ -82,7 +82,10 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
       await this.o.beforeApply?.(rows.length);
       await this.apply(rows);
       // Only now, after the index write succeeded; a throw above rolls the take back.
-      await outboxDelete(q, rows.map((r) => r.id));
+      await outboxDelete(
+        q,
+        rows.map((r) => r.id),
+      );
       return { applied: rows.length, fenced: false, lagSeconds };
     });
     if (result.fenced) {

@@ -186,7 +186,10 @@ export class UpstashDueIndex implements DueIndex {
    * Runs write batches as pipelines of at most MEMBERS_PER_REQUEST members (one request for
    * any ordinary call), the requests in parallel: each member is in one batch only.
    */
-  private async inRequests<T>(batches: { key: string; items: T[] }[], add: (pipe: ReturnType<Redis["pipeline"]>, b: { key: string; items: T[] }) => void): Promise<unknown[]> {
+  private async inRequests<T>(
+    batches: { key: string; items: T[] }[],
+    add: (pipe: ReturnType<Redis["pipeline"]>, b: { key: string; items: T[] }) => void,
+  ): Promise<unknown[]> {
     const requests: Promise<unknown[]>[] = [];
     let pipe: ReturnType<Redis["pipeline"]> | undefined;
     let members = 0;

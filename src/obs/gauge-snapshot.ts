@@ -10,8 +10,16 @@ export const OVERDUE_MS = 60_000;
 export type GaugeSnapshot = GaugeFacts;
 
 const EMPTY: GaugeSnapshot = {
-  byStatus: new Map(), dueBacklog: 0, overdue: 0, oldestDueAge: 0, byTenant: [], dlq: 0, dlqOldestAge: 0, outboxLag: 0,
-  byShard: new Map(), dueSoon: { m1: 0, m5: 0, m15: 0 },
+  byStatus: new Map(),
+  dueBacklog: 0,
+  overdue: 0,
+  oldestDueAge: 0,
+  byTenant: [],
+  dlq: 0,
+  dlqOldestAge: 0,
+  outboxLag: 0,
+  byShard: new Map(),
+  dueSoon: { m1: 0, m5: 0, m15: 0 },
 };
 
 /**
@@ -28,16 +36,18 @@ export function gaugeSnapshots(db: Db, o: { shards: number; cacheMs?: number }):
   const read = () => readGaugeFacts(db, { topTenants: TOP_TENANTS, overdueMs: OVERDUE_MS, shards: o.shards });
   return async () => {
     if (last && Date.now() - cachedAt < cacheMs) return last;
-    pending ??= read().then(
-      (s) => {
-        last = s;
-        cachedAt = Date.now();
-        return s;
-      },
-      // The database is away: keep serving the last figures (and the process's own metrics)
-      // rather than failing the whole scrape; /readyz reports the outage.
-      () => last ?? EMPTY,
-    ).finally(() => (pending = undefined));
+    pending ??= read()
+      .then(
+        (s) => {
+          last = s;
+          cachedAt = Date.now();
+          return s;
+        },
+        // The database is away: keep serving the last figures (and the process's own metrics)
+        // rather than failing the whole scrape; /readyz reports the outage.
+        () => last ?? EMPTY,
+      )
+      .finally(() => (pending = undefined));
     return pending;
   };
 }

@@ -7,15 +7,39 @@ import type { Metrics } from "./metrics.ts";
 export function registerJobGauges(metrics: Metrics, snapshot: () => Promise<GaugeSnapshot>): void {
   const registers = [metrics.registry];
   new client.Gauge({
-    name: "scheduler_jobs", help: "Jobs by status", labelNames: ["status"], registers,
+    name: "scheduler_jobs",
+    help: "Jobs by status",
+    labelNames: ["status"],
+    registers,
     async collect() {
       const s = await snapshot();
       for (const st of JOB_STATUSES) this.set({ status: st }, s.byStatus.get(st) ?? 0);
     },
   });
-  new client.Gauge({ name: "scheduler_due_backlog", help: "Jobs due but not yet dispatched", registers, async collect() { this.set((await snapshot()).dueBacklog); } });
-  new client.Gauge({ name: "scheduler_oldest_due_age_seconds", help: "Age of the oldest due, undispatched job", registers, async collect() { this.set((await snapshot()).oldestDueAge); } });
-  new client.Gauge({ name: "scheduler_queue_depth", help: "Jobs dispatched, not yet taken by a worker", registers, async collect() { this.set((await snapshot()).byStatus.get("queued") ?? 0); } });
+  new client.Gauge({
+    name: "scheduler_due_backlog",
+    help: "Jobs due but not yet dispatched",
+    registers,
+    async collect() {
+      this.set((await snapshot()).dueBacklog);
+    },
+  });
+  new client.Gauge({
+    name: "scheduler_oldest_due_age_seconds",
+    help: "Age of the oldest due, undispatched job",
+    registers,
+    async collect() {
+      this.set((await snapshot()).oldestDueAge);
+    },
+  });
+  new client.Gauge({
+    name: "scheduler_queue_depth",
+    help: "Jobs dispatched, not yet taken by a worker",
+    registers,
+    async collect() {
+      this.set((await snapshot()).byStatus.get("queued") ?? 0);
+    },
+  });
   new client.Gauge({
     name: "scheduler_tenant_due_backlog",
     help: `Due, undispatched jobs of the ${TOP_TENANTS} tenants with the most; the rest together as tenant="other"`,
@@ -34,10 +58,35 @@ export function registerJobGauges(metrics: Metrics, snapshot: () => Promise<Gaug
     },
   });
   new client.Gauge({
-    name: "scheduler_index_outbox_lag_seconds", help: "Age of the oldest index change not yet relayed to the Redis due index (0: none pending)", registers,
-    async collect() { this.set((await snapshot()).outboxLag); },
+    name: "scheduler_index_outbox_lag_seconds",
+    help: "Age of the oldest index change not yet relayed to the Redis due index (0: none pending)",
+    registers,
+    async collect() {
+      this.set((await snapshot()).outboxLag);
+    },
   });
-  new client.Gauge({ name: "scheduler_dlq_jobs", help: "Dead jobs", registers, async collect() { this.set((await snapshot()).dlq); } });
-  new client.Gauge({ name: "scheduler_dlq_oldest_age_seconds", help: "How long ago the oldest dead job died (0: none)", registers, async collect() { this.set((await snapshot()).dlqOldestAge); } });
-  new client.Gauge({ name: "scheduler_overdue_jobs", help: `Jobs due more than ${OVERDUE_MS / 1000} s ago and not yet dispatched`, registers, async collect() { this.set((await snapshot()).overdue); } });
+  new client.Gauge({
+    name: "scheduler_dlq_jobs",
+    help: "Dead jobs",
+    registers,
+    async collect() {
+      this.set((await snapshot()).dlq);
+    },
+  });
+  new client.Gauge({
+    name: "scheduler_dlq_oldest_age_seconds",
+    help: "How long ago the oldest dead job died (0: none)",
+    registers,
+    async collect() {
+      this.set((await snapshot()).dlqOldestAge);
+    },
+  });
+  new client.Gauge({
+    name: "scheduler_overdue_jobs",
+    help: `Jobs due more than ${OVERDUE_MS / 1000} s ago and not yet dispatched`,
+    registers,
+    async collect() {
+      this.set((await snapshot()).overdue);
+    },
+  });
 }

@@ -8,9 +8,18 @@ import type { Logger } from "./log.ts";
  * rejection is logged, not fatal.
  */
 const CONNECTION_LOSS = new Set([
-  "ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "CONNECTION_CLOSED", "CONNECTION_DESTROYED", "CONNECTION_ENDED", "CONNECT_TIMEOUT",
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "CONNECTION_CLOSED",
+  "CONNECTION_DESTROYED",
+  "CONNECTION_ENDED",
+  "CONNECT_TIMEOUT",
   // admin_shutdown, crash_shutdown, cannot_connect_now
-  "57P01", "57P02", "57P03",
+  "57P01",
+  "57P02",
+  "57P03",
 ]);
 
 export function isConnectionLoss(err: unknown): boolean {

@@ -36,25 +36,38 @@ export function registerShardGauges(metrics: Metrics, snapshot: () => Promise<Ga
   };
   const registers = [metrics.registry];
   new client.Gauge({
-    name: "scheduler_shard_due_backlog", help: "Due, undispatched jobs per dispatch shard", labelNames: ["shard"], registers,
+    name: "scheduler_shard_due_backlog",
+    help: "Due, undispatched jobs per dispatch shard",
+    labelNames: ["shard"],
+    registers,
     async collect() {
       const s = await snapshot();
       for (let i = 0; i < o.shards; i++) this.set({ shard: String(i) }, s.byShard.get(i)?.n ?? 0);
     },
   });
   new client.Gauge({
-    name: "scheduler_shard_oldest_due_age_seconds", help: "Age of the oldest due, undispatched job per dispatch shard", labelNames: ["shard"], registers,
+    name: "scheduler_shard_oldest_due_age_seconds",
+    help: "Age of the oldest due, undispatched job per dispatch shard",
+    labelNames: ["shard"],
+    registers,
     async collect() {
       const s = await snapshot();
       for (let i = 0; i < o.shards; i++) this.set({ shard: String(i) }, s.byShard.get(i)?.oldest ?? 0);
     },
   });
   new client.Gauge({
-    name: "scheduler_hot_shards", help: `Shards whose due backlog stayed above ${HOT_FACTOR}× the median (and ${HOT_MIN} jobs) for ${HOT_SCRAPES} scrapes in a row`, registers,
-    async collect() { this.set(hotShards(await snapshot()).length); },
+    name: "scheduler_hot_shards",
+    help: `Shards whose due backlog stayed above ${HOT_FACTOR}× the median (and ${HOT_MIN} jobs) for ${HOT_SCRAPES} scrapes in a row`,
+    registers,
+    async collect() {
+      this.set(hotShards(await snapshot()).length);
+    },
   });
   new client.Gauge({
-    name: "scheduler_due_soon", help: "Scheduled jobs due within the next minute, 5 minutes, 15 minutes: scale workers ahead of a known burst", labelNames: ["within"], registers,
+    name: "scheduler_due_soon",
+    help: "Scheduled jobs due within the next minute, 5 minutes, 15 minutes: scale workers ahead of a known burst",
+    labelNames: ["within"],
+    registers,
     async collect() {
       const s = (await snapshot()).dueSoon;
       this.set({ within: "1m" }, s.m1);

@@ -33,8 +33,12 @@ export class StatsHistory extends PeriodicLoop<void> {
   async runOnce(): Promise<void> {
     const s = await readStats(this.o.db, { tenant: null, overdueMs: OVERDUE_MS, windowS: this.o.intervalMs / 1000 });
     this.ring.push({
-      at: new Date().toISOString(), due_backlog: s.due_backlog, queue_depth: s.queue_depth,
-      running: s.jobs.running ?? 0, dead: s.jobs.dead ?? 0, finished: s.recent.by_outcome,
+      at: new Date().toISOString(),
+      due_backlog: s.due_backlog,
+      queue_depth: s.queue_depth,
+      running: s.jobs.running ?? 0,
+      dead: s.jobs.dead ?? 0,
+      finished: s.recent.by_outcome,
     });
     if (this.ring.length > this.o.keep) this.ring.splice(0, this.ring.length - this.o.keep);
   }

@@ -63,9 +63,14 @@ export function verdict(s: StatsBody, nowMs = Date.parse(s.at)): string[] {
   else if (c.role === "home" && (!c.leader || Date.parse(c.lease_until) < nowMs)) {
     out.push("no dispatch leader holds the lease: nothing is being dispatched; start a dispatcher (--mode=dispatcher or all)");
   }
-  if (s.overdue > 0) out.push(`${n(s.overdue)} job(s) due more than ${s.overdue_after_seconds} s ago and not dispatched: dispatchers are down or too few (see scheduler_scheduling_lag_seconds)`);
-  if (s.queue_depth > 0 && (s.jobs.running ?? 0) === 0 && s.oldest_due_age_seconds > 10) out.push("jobs wait in the queue and none run: are any workers up in the home region?");
-  if (s.dlq.jobs > 0) out.push(`${n(s.dlq.jobs)} dead job(s), the oldest died ${duration(s.dlq.oldest_age_seconds)} ago: GET /v1/dlq, replay with POST /v1/dlq/:id/replay`);
+  if (s.overdue > 0)
+    out.push(
+      `${n(s.overdue)} job(s) due more than ${s.overdue_after_seconds} s ago and not dispatched: dispatchers are down or too few (see scheduler_scheduling_lag_seconds)`,
+    );
+  if (s.queue_depth > 0 && (s.jobs.running ?? 0) === 0 && s.oldest_due_age_seconds > 10)
+    out.push("jobs wait in the queue and none run: are any workers up in the home region?");
+  if (s.dlq.jobs > 0)
+    out.push(`${n(s.dlq.jobs)} dead job(s), the oldest died ${duration(s.dlq.oldest_age_seconds)} ago: GET /v1/dlq, replay with POST /v1/dlq/:id/replay`);
   return out;
 }
 
@@ -79,17 +84,25 @@ export function renderStatus(url: string, s: StatsBody): string {
     L.push(`leader     ${c.leader ?? "none"}   lease until ${c.lease_until}`);
   }
   const j = s.jobs;
-  L.push(`jobs       scheduled ${n(j.scheduled ?? 0)}   queued ${n(j.queued ?? 0)}   running ${n(j.running ?? 0)}   succeeded ${n(j.succeeded ?? 0)}   dead ${n(j.dead ?? 0)}   cancelled ${n(j.cancelled ?? 0)}   expired ${n(j.expired ?? 0)}`);
+  L.push(
+    `jobs       scheduled ${n(j.scheduled ?? 0)}   queued ${n(j.queued ?? 0)}   running ${n(j.running ?? 0)}   succeeded ${n(j.succeeded ?? 0)}   dead ${n(j.dead ?? 0)}   cancelled ${n(j.cancelled ?? 0)}   expired ${n(j.expired ?? 0)}`,
+  );
   L.push(`backlog    due ${n(s.due_backlog)}   overdue ${n(s.overdue)}   oldest due ${duration(s.oldest_due_age_seconds)}   queue depth ${n(s.queue_depth)}`);
   L.push(`dead       ${n(s.dlq.jobs)}${s.dlq.jobs ? `, oldest ${duration(s.dlq.oldest_age_seconds)} ago` : ""}`);
   const r = s.recent;
-  const outcomes = Object.entries(r.by_outcome).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${n(v)}`).join("   ") || "no calls";
+  const outcomes =
+    Object.entries(r.by_outcome)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${n(v)}`)
+      .join("   ") || "no calls";
   L.push(`last ${duration(r.window_seconds).replace(".0 s", "s")}  ${outcomes}`);
-  L.push(`start lag  p50 ${duration(r.start_lag.p50)}   p99 ${duration(r.start_lag.p99)}   max ${duration(r.start_lag.max)}   (${n(r.start_lag.count)} first calls)`);
+  L.push(
+    `start lag  p50 ${duration(r.start_lag.p50)}   p99 ${duration(r.start_lag.p99)}   max ${duration(r.start_lag.max)}   (${n(r.start_lag.count)} first calls)`,
+  );
   if (s.tenants_due_backlog.length > 0) L.push(`tenants    ${s.tenants_due_backlog.map((t) => `${t.tenant} ${n(t.due_backlog)}`).join(", ")} (due backlog)`);
   L.push("");
   const v = verdict(s);
   if (v.length === 0) L.push("health     OK");
   else for (const [i, w] of v.entries()) L.push(`${i === 0 ? "health     " : "           "}WARN ${w}`);
-  return L.join("\n") + "\n";
+  return `${L.join("\n")}\n`;
 }

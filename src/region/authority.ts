@@ -12,7 +12,15 @@
  */
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
-import { AuthorityMoveRefused, leaveRegionPresence, markRegionPresence, moveAuthority, readAuthority, renewAuthority, type AuthorityRow } from "../store/authority.ts";
+import {
+  AuthorityMoveRefused,
+  leaveRegionPresence,
+  markRegionPresence,
+  moveAuthority,
+  readAuthority,
+  renewAuthority,
+  type AuthorityRow,
+} from "../store/authority.ts";
 import type { Db } from "../store/db.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { fencingToken } from "./fencing.ts";
@@ -74,7 +82,8 @@ export class RegionAuthority extends PeriodicLoop<void> {
       () => this.poke(),
     );
     await this.refresh();
-    if (this.o.acts) await this.markPresence().catch((err) => this.o.log.warn({ err }, "marking this dispatcher's presence in its region failed; retrying next round"));
+    if (this.o.acts)
+      await this.markPresence().catch((err) => this.o.log.warn({ err }, "marking this dispatcher's presence in its region failed; retrying next round"));
     this.start();
   }
 
@@ -114,11 +123,20 @@ export class RegionAuthority extends PeriodicLoop<void> {
     if (!this.o.autoFailover || !(expiredForMs >= waitMs)) return;
     try {
       const moved = await moveAuthority(this.o.db, {
-        to: this.o.region, ttlMs: this.o.ttlMs, action: "cluster.takeover",
-        by: { actor: `auto:${this.o.owner}`, reason: `authority lease of ${row.homeRegion} expired ${Math.round(expiredForMs)} ms ago (TTL ${this.o.ttlMs} ms + margin ${this.o.skewMs} ms)` },
-        onlyIfGeneration: row.generation, onlyIfExpiredForMs: waitMs,
+        to: this.o.region,
+        ttlMs: this.o.ttlMs,
+        action: "cluster.takeover",
+        by: {
+          actor: `auto:${this.o.owner}`,
+          reason: `authority lease of ${row.homeRegion} expired ${Math.round(expiredForMs)} ms ago (TTL ${this.o.ttlMs} ms + margin ${this.o.skewMs} ms)`,
+        },
+        onlyIfGeneration: row.generation,
+        onlyIfExpiredForMs: waitMs,
       });
-      this.o.log.warn({ from: moved.from, to: moved.to, generation: moved.generation, requeued: moved.requeued, expired_ms: Math.round(expiredForMs) }, "took over region authority");
+      this.o.log.warn(
+        { from: moved.from, to: moved.to, generation: moved.generation, requeued: moved.requeued, expired_ms: Math.round(expiredForMs) },
+        "took over region authority",
+      );
       await this.refresh();
     } catch (err) {
       if (!(err instanceof AuthorityMoveRefused)) throw err;
@@ -139,7 +157,10 @@ export class RegionAuthority extends PeriodicLoop<void> {
       this.o.metrics?.regionHome.set(row.homeRegion === this.o.region ? 1 : 0);
       this.o.metrics?.authorityGeneration.set(row.generation);
       if (before) {
-        this.o.log.info({ home_region: row.homeRegion, generation: row.generation, role: row.homeRegion === this.o.region ? "home" : "standby" }, "region authority changed");
+        this.o.log.info(
+          { home_region: row.homeRegion, generation: row.generation, role: row.homeRegion === this.o.region ? "home" : "standby" },
+          "region authority changed",
+        );
       }
       this.o.onChange?.(row);
     }

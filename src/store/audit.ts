@@ -16,7 +16,14 @@ export interface AuditRow {
 /** Many audit rows in one statement (a bulk replay writes one per job). */
 export async function insertAuditBatch(db: Queryable, entries: AuditEntry[]): Promise<void> {
   if (entries.length === 0) return;
-  const rows = entries.map((e) => ({ actor: e.actor, tenant: e.tenant, action: e.action, object_id: e.objectId, reason: e.reason, details: e.details ?? null }));
+  const rows = entries.map((e) => ({
+    actor: e.actor,
+    tenant: e.tenant,
+    action: e.action,
+    object_id: e.objectId,
+    reason: e.reason,
+    details: e.details ?? null,
+  }));
   await db.query(sql("InsertAuditBatch"), [JSON.stringify(rows)]);
 }
 

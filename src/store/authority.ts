@@ -108,7 +108,11 @@ export async function moveAuthority(
     const requeued = (await q.query(sql("AuthorityRequeue"))).length;
     const result: MoveResult = { from: cur.home_region, to: moved.home_region, generation: Number(moved.generation), requeued };
     await insertAudit(q, {
-      actor: p.by.actor, tenant: null, action: p.action, objectId: null, reason: p.by.reason ?? null,
+      actor: p.by.actor,
+      tenant: null,
+      action: p.action,
+      objectId: null,
+      reason: p.by.reason ?? null,
       details: { ...result, previous_lease_until: cur.lease_until.toISOString() },
     });
     await q.query(sql("NotifyAuthority"), [String(result.generation)]);

@@ -30,7 +30,19 @@ const fenceParams = (f: ShardFence) => ({ owner: f.owner, shards: f.shards.map((
 /** `lateMs`: claim only jobs at least this late (the reconciliation pass behind the Redis index). */
 export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number }) {
   const f = fenceParams(p.fence);
-  return db.query<ClaimRow>(sql("ClaimDue"), [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.lateMs ?? 0, p.fence.region, p.fence.generation, p.fence.count]);
+  return db.query<ClaimRow>(sql("ClaimDue"), [
+    f.owner,
+    f.shards,
+    f.epochs,
+    p.limit,
+    p.token,
+    p.ttlMs,
+    p.worker ?? null,
+    p.lateMs ?? 0,
+    p.fence.region,
+    p.fence.generation,
+    p.fence.count,
+  ]);
 }
 
 /** claimDue restricted to these job ids (candidates from the Redis index, validated here). */
@@ -43,8 +55,20 @@ export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[
   const startLimit = p.worker && p.attemptIds?.length === p.ids.length ? (p.startLimit ?? 0) : 0;
   const attemptIds = startLimit > 0 ? p.attemptIds! : [];
   return db.query<ClaimRow>(sql("ClaimDueIds"), [
-    f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null, p.ids, p.fence.region, p.fence.generation, p.fence.count, p.horizonMs ?? 0,
-    startLimit, attemptIds,
+    f.owner,
+    f.shards,
+    f.epochs,
+    p.limit,
+    p.token,
+    p.ttlMs,
+    p.worker ?? null,
+    p.ids,
+    p.fence.region,
+    p.fence.generation,
+    p.fence.count,
+    p.horizonMs ?? 0,
+    startLimit,
+    attemptIds,
   ]);
 }
 
@@ -74,9 +98,10 @@ export async function reapExpiredLeases(db: Db, p: { limit: number; skewMs: numb
 }
 
 export async function countQueued(db: Queryable, cap: number, minPriority?: number): Promise<number> {
-  const rows = minPriority === undefined
-    ? await db.query<{ n: string }>(sql("CountQueued"), [cap])
-    : await db.query<{ n: string }>(sql("CountQueuedAtLeast"), [cap, minPriority]);
+  const rows =
+    minPriority === undefined
+      ? await db.query<{ n: string }>(sql("CountQueued"), [cap])
+      : await db.query<{ n: string }>(sql("CountQueuedAtLeast"), [cap, minPriority]);
   return Number(rows[0]?.n ?? 0);
 }
 
@@ -110,7 +135,14 @@ export async function sampleDue(
 ): Promise<DueSample> {
   const all = new Set(p.shards.list).size >= p.shards.count;
   const rows = await db.query<Omit<CandidateRow, "id"> & { id: string | null; sampled: number; last_tenant: string | null }>(sql("SampleDue"), [
-    p.cursor, p.tenants, p.budget, p.limit, p.horizonMs, all ? null : p.shards.list, p.shards.count, p.exclude ?? [],
+    p.cursor,
+    p.tenants,
+    p.budget,
+    p.limit,
+    p.horizonMs,
+    all ? null : p.shards.list,
+    p.shards.count,
+    p.exclude ?? [],
   ]);
   const candidates: CandidateRow[] = [];
   for (const r of rows) if (r.id !== null) candidates.push({ id: r.id, tenant: r.tenant, priority: r.priority, due_at: r.due_at, catchup: r.catchup });

@@ -24,7 +24,10 @@ export interface DeadFilter {
 }
 
 /** Keyset position: the last row's exact dead_at (text, microseconds) and id. */
-export interface DeadCursor { deadKey: string; id: string }
+export interface DeadCursor {
+  deadKey: string;
+  id: string;
+}
 
 export type DeadRow = JobRow & { dead_key: string };
 
@@ -71,7 +74,11 @@ export async function replayDead(db: Db, r: ReplayRequest): Promise<JobRow[]> {
         start = (await q.query<{ start: Date }>(sql("ReserveReplayPace"), [r.items.length, r.paceStepMs]))[0].start;
       }
       rows = await q.query<JobRow>(sql("ReplayJobs"), [
-        r.items.map((i) => i.id), start, r.items.map((i) => i.version), r.items.map((i) => i.offsetMs), r.tenant,
+        r.items.map((i) => i.id),
+        start,
+        r.items.map((i) => i.version),
+        r.items.map((i) => i.offsetMs),
+        r.tenant,
       ]);
     }
     const audit = rows.map(r.audit);

@@ -49,7 +49,8 @@ export interface WindowRow {
 
 /** One page of scheduled jobs due in [fromMs, toMs); `after`: the keyset cursor of the last row seen. */
 export async function indexWindowLoad(
-  q: Queryable, p: { fromMs: number | null; toMs: number; after: { us: string; id: string } | null; limit: number },
+  q: Queryable,
+  p: { fromMs: number | null; toMs: number; after: { us: string; id: string } | null; limit: number },
 ): Promise<WindowRow[]> {
   const rows = await q.query<{ id: string; due_at: Date; due_us: string | number | bigint }>(sql("IndexWindowLoad"), [
     p.fromMs === null ? null : String(Math.floor(p.fromMs)),

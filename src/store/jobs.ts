@@ -171,19 +171,40 @@ export async function cancelJob(db: Db, id: string, tenant: string | null, ifVer
     const row = (await q.query<JobRow>(sql("CancelJob"), [id, tenant, ifVersion]))[0];
     if (!row) return undefined;
     if (row.status === "running") await q.query(sql("NotifyCancel"), [row.id]);
-    await insertAudit(q, { actor: by.actor, tenant: row.tenant, action: row.status === "running" ? "job.cancel_requested" : "job.cancelled", objectId: row.id, reason: by.reason ?? null, details: { version: row.version } });
+    await insertAudit(q, {
+      actor: by.actor,
+      tenant: row.tenant,
+      action: row.status === "running" ? "job.cancel_requested" : "job.cancelled",
+      objectId: row.id,
+      reason: by.reason ?? null,
+      details: { version: row.version },
+    });
     return row;
   });
 }
 
 /** Moves a job to dueAt, or to `delayMs` after the database's now(). */
-export async function rescheduleJob(db: Db, id: string, tenant: string | null, dueAt: Date | { delayMs: number }, ifVersion: number | null, by: Actor): Promise<JobRow | undefined> {
+export async function rescheduleJob(
+  db: Db,
+  id: string,
+  tenant: string | null,
+  dueAt: Date | { delayMs: number },
+  ifVersion: number | null,
+  by: Actor,
+): Promise<JobRow | undefined> {
   const [at, delayMs] = dueAt instanceof Date ? [dueAt, null] : [null, dueAt.delayMs];
   return db.tx(async (q) => {
     const row = (await q.query<JobRow>(sql("RescheduleJob"), [id, tenant, at, ifVersion, delayMs]))[0];
     if (!row) return undefined;
     await q.query(sql("NotifyDue"), [String(row.due_at.getTime())]);
-    await insertAudit(q, { actor: by.actor, tenant: row.tenant, action: "job.rescheduled", objectId: row.id, reason: by.reason ?? null, details: { due_at: row.due_at.toISOString(), version: row.version } });
+    await insertAudit(q, {
+      actor: by.actor,
+      tenant: row.tenant,
+      action: "job.rescheduled",
+      objectId: row.id,
+      reason: by.reason ?? null,
+      details: { due_at: row.due_at.toISOString(), version: row.version },
+    });
     return row;
   });
 }

@@ -12,7 +12,10 @@ export interface LeaseHold {
  * Takes the named lease if it is free or expired beyond the skew margin; bumps the epoch.
  * With `region`, only while that region holds the region authority.
  */
-export async function acquireLease(db: Queryable, p: { name: string; owner: string; ttlMs: number; skewMs: number; region?: string }): Promise<LeaseHold | undefined> {
+export async function acquireLease(
+  db: Queryable,
+  p: { name: string; owner: string; ttlMs: number; skewMs: number; region?: string },
+): Promise<LeaseHold | undefined> {
   const row = (await db.query<{ epoch: string; lease_until: Date }>(sql("AcquireLease"), [p.name, p.owner, p.ttlMs, p.skewMs, p.region ?? null]))[0];
   return row ? { name: p.name, owner: p.owner, epoch: Number(row.epoch), leaseUntil: row.lease_until } : undefined;
 }

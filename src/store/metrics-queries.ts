@@ -23,7 +23,10 @@ export interface GaugeFacts {
  */
 export async function readGaugeFacts(db: Queryable, o: { topTenants: number; overdueMs: number; shards: number }): Promise<GaugeFacts> {
   const statusRows = await db.query<{ status: string; n: string }>(sql("CountJobsByStatus"));
-  const backlogRows = await db.query<{ kind: string; key: string | null; n: string; overdue: string | null; oldest_age_s: number | null }>(sql("DueBacklogBreakdown"), [o.topTenants, o.overdueMs, o.shards]);
+  const backlogRows = await db.query<{ kind: string; key: string | null; n: string; overdue: string | null; oldest_age_s: number | null }>(
+    sql("DueBacklogBreakdown"),
+    [o.topTenants, o.overdueMs, o.shards],
+  );
   const lag = await outboxLag(db);
   const [dlqOldest] = await db.query<{ age_s: number | string | null }>(sql("DlqOldest"));
   const [soon] = await db.query<{ m1: string; m5: string; m15: string }>(sql("DueSoon"));
@@ -35,7 +38,9 @@ export async function readGaugeFacts(db: Queryable, o: { topTenants: number; ove
     overdue: Number(total?.overdue ?? 0),
     oldestDueAge: Math.max(0, Number(total?.oldest_age_s ?? 0)),
     byTenant: backlogRows.filter((r) => r.kind === "tenant").map((r) => ({ tenant: r.key!, n: Number(r.n) })),
-    byShard: new Map(backlogRows.filter((r) => r.kind === "shard").map((r) => [Number(r.key), { n: Number(r.n), oldest: Math.max(0, Number(r.oldest_age_s ?? 0)) }])),
+    byShard: new Map(
+      backlogRows.filter((r) => r.kind === "shard").map((r) => [Number(r.key), { n: Number(r.n), oldest: Math.max(0, Number(r.oldest_age_s ?? 0)) }]),
+    ),
     dlq: byStatus.get("dead") ?? 0,
     dlqOldestAge: Math.max(0, Number(dlqOldest?.age_s ?? 0)),
     outboxLag: Math.max(0, lag),

@@ -22,7 +22,11 @@ import m025 from "../../sql/migrations/025_claimable.sql" with { type: "text" };
 import m026 from "../../sql/migrations/026_attempts_without_fk.sql" with { type: "text" };
 import m027 from "../../sql/migrations/027_attempts_hot.sql" with { type: "text" };
 
-export interface Migration { version: number; name: string; sql: string }
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
 
 export const MIGRATIONS: Migration[] = [
   { version: 1, name: "001_jobs", sql: m001 },

@@ -33,7 +33,9 @@ export async function releaseOldestHeld(q: Queryable, tenant: string, id: string
 
 /** Moves the schedule on after a pass: its next fire, the last nominal time generated, and the pass's counts. */
 export async function advanceSchedule(
-  q: Queryable, tenant: string, id: string,
+  q: Queryable,
+  tenant: string,
+  id: string,
   p: { nextFireAt: Date | null; lastNominal: Date | null; created: number; skipped: number; misfired: number; skipReason: string | null },
 ): Promise<void> {
   await q.query(sql("AdvanceSchedule"), [tenant, id, p.nextFireAt, p.lastNominal, p.created, p.skipped, p.misfired, p.skipReason]);

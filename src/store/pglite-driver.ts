@@ -32,13 +32,14 @@ export async function openPglite(opts: PgliteDriverOptions): Promise<PgliteDb> {
     unlock = acquireDirLock(opts.dataDir);
   }
   const assets = await loadPgliteAssets();
-  const create = () => PGlite.create({
-    dataDir: opts.dataDir,
-    loadDataDir: opts.loadDataDir,
-    ...assets,
-    // int8 as string, like postgres.js, so row mappers behave the same on both drivers.
-    parsers: { [types.INT8]: (v: string) => v },
-  });
+  const create = () =>
+    PGlite.create({
+      dataDir: opts.dataDir,
+      loadDataDir: opts.loadDataDir,
+      ...assets,
+      // int8 as string, like postgres.js, so row mappers behave the same on both drivers.
+      parsers: { [types.INT8]: (v: string) => v },
+    });
   let pg: PGlite;
   try {
     // A fresh directory is unpacked from the seed rather than made by initdb (pglite-seed.ts).

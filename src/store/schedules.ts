@@ -40,7 +40,8 @@ export interface ScheduleFields {
   verify_url?: string | null;
 }
 
-export interface ScheduleRow extends Omit<ScheduleFields, "backoff_base_ms" | "backoff_max_ms" | "timeout_ms" | "misfire_grace_ms" | "catchup_window_ms" | "window_ms"> {
+export interface ScheduleRow
+  extends Omit<ScheduleFields, "backoff_base_ms" | "backoff_max_ms" | "timeout_ms" | "misfire_grace_ms" | "catchup_window_ms" | "window_ms"> {
   backoff_base_ms: string;
   backoff_max_ms: string;
   timeout_ms: string;
@@ -62,14 +63,32 @@ export interface ScheduleRow extends Omit<ScheduleFields, "backoff_base_ms" | "b
 /** A row back into the fields it was written from (for merging a patch). */
 export function fieldsOf(r: ScheduleRow): ScheduleFields {
   return {
-    tenant: r.tenant, id: r.id, cron: r.cron, timezone: r.timezone, dst_gap: r.dst_gap, dst_fold: r.dst_fold,
-    target: r.target, priority: r.priority, max_attempts: r.max_attempts,
-    backoff_base_ms: Number(r.backoff_base_ms), backoff_max_ms: Number(r.backoff_max_ms), timeout_ms: Number(r.timeout_ms),
-    misfire: r.misfire, misfire_grace_ms: r.misfire_grace_ms === null ? null : Number(r.misfire_grace_ms),
-    catchup_window_ms: Number(r.catchup_window_ms), overlap: r.overlap, max_queued: r.max_queued,
-    window_ms: Number(r.window_ms), paused: r.paused, paused_reason: r.paused_reason,
-    start_at: r.start_at, end_at: r.end_at, next_fire_at: r.next_fire_at, host_limits: r.host_limits ?? null,
-    async: r.async ?? false, verify_url: r.verify_url ?? null,
+    tenant: r.tenant,
+    id: r.id,
+    cron: r.cron,
+    timezone: r.timezone,
+    dst_gap: r.dst_gap,
+    dst_fold: r.dst_fold,
+    target: r.target,
+    priority: r.priority,
+    max_attempts: r.max_attempts,
+    backoff_base_ms: Number(r.backoff_base_ms),
+    backoff_max_ms: Number(r.backoff_max_ms),
+    timeout_ms: Number(r.timeout_ms),
+    misfire: r.misfire,
+    misfire_grace_ms: r.misfire_grace_ms === null ? null : Number(r.misfire_grace_ms),
+    catchup_window_ms: Number(r.catchup_window_ms),
+    overlap: r.overlap,
+    max_queued: r.max_queued,
+    window_ms: Number(r.window_ms),
+    paused: r.paused,
+    paused_reason: r.paused_reason,
+    start_at: r.start_at,
+    end_at: r.end_at,
+    next_fire_at: r.next_fire_at,
+    host_limits: r.host_limits ?? null,
+    async: r.async ?? false,
+    verify_url: r.verify_url ?? null,
   };
 }
 
@@ -87,12 +106,22 @@ export class ScheduleQuotaError extends Error {
  * `firstFire`, when given, sets next_fire_at from the database's now() read in this same
  * transaction: the first fire is never decided by the process clock.
  */
-export async function insertSchedule(db: Db, s: ScheduleFields, by: Actor, payloads: Payload[] = [], firstFire?: (dbNowMs: number) => Date | null, maxSchedules?: number): Promise<ScheduleRow | undefined> {
+export async function insertSchedule(
+  db: Db,
+  s: ScheduleFields,
+  by: Actor,
+  payloads: Payload[] = [],
+  firstFire?: (dbNowMs: number) => Date | null,
+  maxSchedules?: number,
+): Promise<ScheduleRow | undefined> {
   return db.tx(async (q) => {
     if (maxSchedules !== undefined) {
       await q.query(sql("LockTenantSchedules"), [s.tenant]);
       const n = Number((await q.query<{ n: string }>(sql("CountTenantSchedules"), [s.tenant, maxSchedules]))[0]!.n);
-      if (n >= maxSchedules) throw new ScheduleQuotaError(`tenant ${s.tenant} has ${n} schedules, the most it may have (SCHEDULER_TENANT_MAX_SCHEDULES or its schedules= quota); delete one first`);
+      if (n >= maxSchedules)
+        throw new ScheduleQuotaError(
+          `tenant ${s.tenant} has ${n} schedules, the most it may have (SCHEDULER_TENANT_MAX_SCHEDULES or its schedules= quota); delete one first`,
+        );
     }
     await storePayloads(q, payloads);
     if (firstFire) s = { ...s, next_fire_at: firstFire((await transactionNow(q)).getTime()) };
@@ -120,8 +149,13 @@ export type UpdateResult = { kind: "updated"; row: ScheduleRow } | { kind: "miss
  * conditional.
  */
 export async function updateSchedule(
-  db: Db, tenant: string, id: string, ifVersion: number | null, by: Actor & { action: string },
-  change: (current: ScheduleRow, dbNowMs: number) => ScheduleFields, payloads: Payload[] = [],
+  db: Db,
+  tenant: string,
+  id: string,
+  ifVersion: number | null,
+  by: Actor & { action: string },
+  change: (current: ScheduleRow, dbNowMs: number) => ScheduleFields,
+  payloads: Payload[] = [],
 ): Promise<UpdateResult> {
   return db.tx(async (q) => {
     await storePayloads(q, payloads);
@@ -143,7 +177,14 @@ export async function deleteSchedule(db: Db, tenant: string, id: string, by: Act
     if (!row) return undefined;
     const cancelled = await q.query(sql("CancelPendingOccurrences"), [tenant, id]);
     const keys = await retireScheduleKeys(q, tenant, id, { actor: by.actor, reason: by.reason ?? null });
-    await insertAudit(q, { actor: by.actor, tenant, action: "schedule.deleted", objectId: id, reason: by.reason ?? null, details: { cancelled_occurrences: cancelled.length, ...(keys > 0 ? { retired_signing_keys: keys } : {}) } });
+    await insertAudit(q, {
+      actor: by.actor,
+      tenant,
+      action: "schedule.deleted",
+      objectId: id,
+      reason: by.reason ?? null,
+      details: { cancelled_occurrences: cancelled.length, ...(keys > 0 ? { retired_signing_keys: keys } : {}) },
+    });
     return { row, cancelled: cancelled.length };
   });
 }

@@ -42,15 +42,33 @@ export async function leaveShards(db: Queryable, owner: string): Promise<void> {
 
 /** Every shard with its holder, and how many dispatchers are live. */
 export async function shardState(db: Queryable, count: number, skewMs: number): Promise<{ shards: ShardRow[]; live: number }> {
-  const rows = await db.query<{ shard: number; owner: string | null; epoch: string | null; lease_until: Date | null; acquired_at: Date | null; free: boolean; live: string }>(sql("ShardState"), [count, skewMs]);
+  const rows = await db.query<{
+    shard: number;
+    owner: string | null;
+    epoch: string | null;
+    lease_until: Date | null;
+    acquired_at: Date | null;
+    free: boolean;
+    live: string;
+  }>(sql("ShardState"), [count, skewMs]);
   return {
-    shards: rows.map((r) => ({ shard: Number(r.shard), owner: r.owner, epoch: Number(r.epoch ?? 0), leaseUntil: r.lease_until, acquiredAt: r.acquired_at, free: r.free })),
+    shards: rows.map((r) => ({
+      shard: Number(r.shard),
+      owner: r.owner,
+      epoch: Number(r.epoch ?? 0),
+      leaseUntil: r.lease_until,
+      acquiredAt: r.acquired_at,
+      free: r.free,
+    })),
     live: Number(rows[0]?.live ?? 0),
   };
 }
 
 /** Takes those of `shards` that are still free; returns the ones taken. */
-export async function acquireShards(db: Queryable, p: { owner: string; shards: number[]; ttlMs: number; skewMs: number; region: string }): Promise<ShardHold[]> {
+export async function acquireShards(
+  db: Queryable,
+  p: { owner: string; shards: number[]; ttlMs: number; skewMs: number; region: string },
+): Promise<ShardHold[]> {
   if (p.shards.length === 0) return [];
   const rows = await db.query<{ name: string; epoch: string }>(sql("ShardAcquire"), [p.owner, p.shards, p.ttlMs, p.skewMs, p.region]);
   return rows.map((r) => ({ shard: Number(r.name.slice("dispatch:".length)), epoch: Number(r.epoch) }));
@@ -72,6 +90,12 @@ export async function releaseShards(db: Queryable, owner: string, holds: ShardHo
 
 /** For a transaction that must hold its shards to the end (occurrence generation): the shards still held. */
 export async function lockShards(q: Queryable, f: ShardFence): Promise<number[]> {
-  const rows = await q.query<{ shard: number }>(sql("LockShards"), [f.owner, f.shards.map((h) => h.shard), f.shards.map((h) => h.epoch), f.region, f.generation]);
+  const rows = await q.query<{ shard: number }>(sql("LockShards"), [
+    f.owner,
+    f.shards.map((h) => h.shard),
+    f.shards.map((h) => h.epoch),
+    f.region,
+    f.generation,
+  ]);
   return rows.map((r) => Number(r.shard));
 }

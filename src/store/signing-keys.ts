@@ -47,21 +47,40 @@ export interface Actor {
 
 export const secretText = (key: Uint8Array) => `whsec_${Buffer.from(key).toString("base64")}`;
 
-async function insertKey(q: Queryable, scope: { tenant: string; scheduleId: string | null }, replaces: string | null): Promise<{ row: SigningKeyRow; secret: Uint8Array }> {
+async function insertKey(
+  q: Queryable,
+  scope: { tenant: string; scheduleId: string | null },
+  replaces: string | null,
+): Promise<{ row: SigningKeyRow; secret: Uint8Array }> {
   const n = Number((await q.query<{ n: string }>(sql("CountLiveSigningKeys"), [scope.tenant, scope.scheduleId]))[0]!.n);
   if (n >= MAX_LIVE_KEYS) {
-    throw new SigningKeyLimitError(`${scope.scheduleId === null ? `tenant ${scope.tenant}` : `schedule ${scope.scheduleId}`} has ${n} active signing keys already, the most allowed (${MAX_LIVE_KEYS}); retire one first`);
+    throw new SigningKeyLimitError(
+      `${scope.scheduleId === null ? `tenant ${scope.tenant}` : `schedule ${scope.scheduleId}`} has ${n} active signing keys already, the most allowed (${MAX_LIVE_KEYS}); retire one first`,
+    );
   }
   const secret = new Uint8Array(randomBytes(SECRET_BYTES));
-  const row = (await q.query<SigningKeyRow>(sql("InsertSigningKey"), [Bun.randomUUIDv7(), scope.tenant, scope.scheduleId, Buffer.from(secret).toString("hex"), replaces]))[0]!;
+  const row = (
+    await q.query<SigningKeyRow>(sql("InsertSigningKey"), [Bun.randomUUIDv7(), scope.tenant, scope.scheduleId, Buffer.from(secret).toString("hex"), replaces])
+  )[0]!;
   return { row, secret };
 }
 
 /** A new active key; its secret is returned here and never again. */
-export async function createSigningKey(db: Db, scope: { tenant: string; scheduleId: string | null }, by: Actor): Promise<{ row: SigningKeyRow; secret: Uint8Array }> {
+export async function createSigningKey(
+  db: Db,
+  scope: { tenant: string; scheduleId: string | null },
+  by: Actor,
+): Promise<{ row: SigningKeyRow; secret: Uint8Array }> {
   return db.tx(async (q) => {
     const made = await insertKey(q, scope, null);
-    await insertAudit(q, { actor: by.actor, tenant: scope.tenant, action: "signing_key.created", objectId: made.row.id, reason: by.reason, details: { schedule_id: scope.scheduleId } });
+    await insertAudit(q, {
+      actor: by.actor,
+      tenant: scope.tenant,
+      action: "signing_key.created",
+      objectId: made.row.id,
+      reason: by.reason,
+      details: { schedule_id: scope.scheduleId },
+    });
     await q.query(sql("NotifySigningKeys"));
     return made;
   });
@@ -72,15 +91,26 @@ export async function createSigningKey(db: Db, scope: { tenant: string; schedule
  * now): during the overlap every call carries both signatures, so receivers can switch to
  * the new secret at their pace. undefined: no such key (in this tenant).
  */
-export async function rotateSigningKey(db: Db, id: string, tenant: string | null, overlapMs: number, by: Actor): Promise<{ row: SigningKeyRow; secret: Uint8Array; old: SigningKeyRow } | undefined> {
+export async function rotateSigningKey(
+  db: Db,
+  id: string,
+  tenant: string | null,
+  overlapMs: number,
+  by: Actor,
+): Promise<{ row: SigningKeyRow; secret: Uint8Array; old: SigningKeyRow } | undefined> {
   return db.tx(async (q) => {
     const old = (await q.query<SigningKeyRow>(sql("GetSigningKeyForUpdate"), [id, tenant]))[0];
     if (!old) return undefined;
-    if (old.retired_at !== null && old.retired_at.getTime() <= old.now.getTime()) throw new SigningKeyRetiredError(`signing key ${id} is retired; create a new key instead`);
+    if (old.retired_at !== null && old.retired_at.getTime() <= old.now.getTime())
+      throw new SigningKeyRetiredError(`signing key ${id} is retired; create a new key instead`);
     const made = await insertKey(q, { tenant: old.tenant, scheduleId: old.schedule_id }, old.id);
     const retired = (await q.query<SigningKeyRow>(sql("RetireSigningKeyAt"), [old.id, overlapMs / 1000]))[0]!;
     await insertAudit(q, {
-      actor: by.actor, tenant: old.tenant, action: "signing_key.rotated", objectId: old.id, reason: by.reason,
+      actor: by.actor,
+      tenant: old.tenant,
+      action: "signing_key.rotated",
+      objectId: old.id,
+      reason: by.reason,
       details: { new_key: made.row.id, schedule_id: old.schedule_id, old_retires_at: retired.retired_at?.toISOString() ?? null },
     });
     await q.query(sql("NotifySigningKeys"));
@@ -95,7 +125,14 @@ export async function retireSigningKey(db: Db, id: string, tenant: string | null
     if (!old) return undefined;
     if (old.retired_at !== null && old.retired_at.getTime() <= old.now.getTime()) return old;
     const row = (await q.query<SigningKeyRow>(sql("RetireSigningKeyAt"), [id, 0]))[0]!;
-    await insertAudit(q, { actor: by.actor, tenant: row.tenant, action: "signing_key.retired", objectId: row.id, reason: by.reason, details: { schedule_id: row.schedule_id } });
+    await insertAudit(q, {
+      actor: by.actor,
+      tenant: row.tenant,
+      action: "signing_key.retired",
+      objectId: row.id,
+      reason: by.reason,
+      details: { schedule_id: row.schedule_id },
+    });
     await q.query(sql("NotifySigningKeys"));
     return row;
   });
@@ -115,14 +152,30 @@ export async function listSigningKeys(db: Queryable, f: SigningKeyFilter): Promi
 /** Every key not yet retired, with its secret: for workers' in-memory keyrings. */
 export async function liveSigningKeys(db: Queryable): Promise<LiveSigningKey[]> {
   const rows = await db.query<{ id: string; tenant: string; schedule_id: string | null; secret_hex: string; retired_at: Date | null }>(sql("LiveSigningKeys"));
-  return rows.map((r) => ({ id: r.id, tenant: r.tenant, schedule_id: r.schedule_id, secret: new Uint8Array(Buffer.from(r.secret_hex, "hex")), retiresAt: r.retired_at?.getTime() ?? null }));
+  return rows.map((r) => ({
+    id: r.id,
+    tenant: r.tenant,
+    schedule_id: r.schedule_id,
+    secret: new Uint8Array(Buffer.from(r.secret_hex, "hex")),
+    retiresAt: r.retired_at?.getTime() ?? null,
+  }));
 }
 
 /** Retires the live keys of a schedule being deleted (in its transaction), audited; how many. */
 export async function retireScheduleKeys(q: Queryable, tenant: string, scheduleId: string, by: Actor): Promise<number> {
   const rows = await q.query<{ id: string }>(sql("RetireScheduleSigningKeys"), [tenant, scheduleId]);
   if (rows.length === 0) return 0;
-  await insertAuditBatch(q, rows.map((r) => ({ actor: by.actor, tenant, action: "signing_key.retired", objectId: r.id, reason: by.reason ?? "its schedule was deleted", details: { schedule_id: scheduleId, schedule_deleted: true } })));
+  await insertAuditBatch(
+    q,
+    rows.map((r) => ({
+      actor: by.actor,
+      tenant,
+      action: "signing_key.retired",
+      objectId: r.id,
+      reason: by.reason ?? "its schedule was deleted",
+      details: { schedule_id: scheduleId, schedule_deleted: true },
+    })),
+  );
   await q.query(sql("NotifySigningKeys"));
   return rows.length;
 }

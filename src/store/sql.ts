@@ -41,7 +41,25 @@ export function parseNamedQueries(text: string): Map<string, string> {
 }
 
 const QUERIES = new Map<string, string>();
-for (const file of [jobsSql, dispatchSql, workerSql, leasesSql, metricsSql, schedulesSql, indexSql, authoritySql, statsSql, shardsSql, asyncSql, payloadsSql, retentionSql, dlqSql, auditSql, signingKeysSql, verifySql]) {
+for (const file of [
+  jobsSql,
+  dispatchSql,
+  workerSql,
+  leasesSql,
+  metricsSql,
+  schedulesSql,
+  indexSql,
+  authoritySql,
+  statsSql,
+  shardsSql,
+  asyncSql,
+  payloadsSql,
+  retentionSql,
+  dlqSql,
+  auditSql,
+  signingKeysSql,
+  verifySql,
+]) {
   for (const [k, v] of parseNamedQueries(file)) {
     if (QUERIES.has(k)) throw new Error(`query ${k} is defined twice in sql/queries`);
     QUERIES.set(k, v);

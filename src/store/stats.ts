@@ -31,7 +31,10 @@ const num = (x: unknown): number | null => (x === null || x === undefined ? null
 export async function readStats(db: Queryable, p: { tenant: string | null; overdueMs: number; windowS: number }): Promise<Stats> {
   const [statusRows, backlogRows, recentRows, bucketRows] = await Promise.all([
     db.query<{ status: string; n: string }>(sql("StatsJobsByStatus"), [p.tenant]),
-    db.query<{ due: string; overdue: string; oldest_due_age_s: string | null; dead: string; oldest_dead_age_s: string | null }>(sql("StatsBacklog"), [p.tenant, p.overdueMs]),
+    db.query<{ due: string; overdue: string; oldest_due_age_s: string | null; dead: string; oldest_dead_age_s: string | null }>(sql("StatsBacklog"), [
+      p.tenant,
+      p.overdueMs,
+    ]),
     db.query<Record<string, unknown> & { outcome: string | null; is_total: boolean; n: string }>(sql("StatsRecentAttempts"), [p.tenant, p.windowS, RECENT_MAX]),
     db.query<{ bucket: number; n: string }>(sql("StatsLagBuckets"), [p.tenant, p.windowS, RECENT_MAX, LAG_BUCKETS_S]),
   ]);
@@ -41,7 +44,8 @@ export async function readStats(db: Queryable, p: { tenant: string | null; overd
   const byOutcome: Record<string, number> = {};
   let total: (typeof recentRows)[number] | undefined;
   for (const r of recentRows) {
-    if (r.is_total) total = r; // the ROLLUP row: every outcome together
+    if (r.is_total)
+      total = r; // the ROLLUP row: every outcome together
     else byOutcome[r.outcome ?? "unknown"] = Number(r.n);
   }
   // width_bucket: bucket 0 is below the first bound, bucket i is [bound i, bound i+1); so

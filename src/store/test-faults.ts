@@ -29,10 +29,14 @@ export function parseTestFaults(text: string): TestFault[] {
     const [, query, code, p] = m as unknown as [string, string, string, string];
     const names = queryNamesSharingText(query);
     if (names.length === 0) throw new Error(`entry ${JSON.stringify(entry)}: ${query} is not a query name (the "-- name:" lines of sql/queries/*.sql)`);
-    if (names.length > 1) throw new Error(`entry ${JSON.stringify(entry)}: ${query} has the same text as ${names.filter((n) => n !== query).join(", ")}, so a fault cannot tell them apart`);
+    if (names.length > 1)
+      throw new Error(
+        `entry ${JSON.stringify(entry)}: ${query} has the same text as ${names.filter((n) => n !== query).join(", ")}, so a fault cannot tell them apart`,
+      );
     if (!SQLSTATE.test(code)) throw new Error(`entry ${JSON.stringify(entry)}: SQLSTATE ${JSON.stringify(code)} must be 5 characters 0-9 or A-Z, like 40P01`);
     // Classes 00-02 are success, warning and no-data, not errors: raising one is refused.
-    if (/^0[0-2]/.test(code)) throw new Error(`entry ${JSON.stringify(entry)}: SQLSTATE ${code} is not an error (classes 00, 01 and 02 are success, warning, no data)`);
+    if (/^0[0-2]/.test(code))
+      throw new Error(`entry ${JSON.stringify(entry)}: SQLSTATE ${code} is not an error (classes 00, 01 and 02 are success, warning, no data)`);
     if (!PROBABILITY.test(p)) throw new Error(`entry ${JSON.stringify(entry)}: probability ${JSON.stringify(p)} must be a number from 0 to 1, like 0.05`);
     if (out.some((f) => f.query === query)) throw new Error(`entry ${JSON.stringify(entry)}: ${query} is listed twice`);
     out.push({ query, code, probability: Number(p) });

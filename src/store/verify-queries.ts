@@ -1,7 +1,12 @@
 import type { Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
 
-export interface LastAttempt { id: string; number: number; outcome: string | null; possibly_delivered: boolean }
+export interface LastAttempt {
+  id: string;
+  number: number;
+  outcome: string | null;
+  possibly_delivered: boolean;
+}
 
 /** The job's latest call whose outcome is unknown (possibly_delivered), if any. */
 export async function lastUnknownAttemptOf(db: Queryable, jobId: string): Promise<LastAttempt | undefined> {

@@ -2,10 +2,16 @@ import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
 import type { ClaimRow } from "./types.ts";
 
-export interface Claimed { id: string; gen: number }
+export interface Claimed {
+  id: string;
+  gen: number;
+}
 
 /** Takes queued jobs; nothing unless `region` holds the region authority. */
-export async function claimQueued(db: Queryable, p: { owner: string; limit: number; leaseTtlMs: number; region: string; horizonMs?: number; minPriority?: number }): Promise<ClaimRow[]> {
+export async function claimQueued(
+  db: Queryable,
+  p: { owner: string; limit: number; leaseTtlMs: number; region: string; horizonMs?: number; minPriority?: number },
+): Promise<ClaimRow[]> {
   return db.query<ClaimRow>(sql("ClaimQueued"), [p.owner, p.limit, p.leaseTtlMs, p.region, p.horizonMs ?? 0, p.minPriority ?? null]);
 }
 
@@ -18,11 +24,21 @@ export async function claimQueued(db: Queryable, p: { owner: string; limit: numb
  * must still be live (the clock-skew margin): a job whose lease lapsed is not started.
  */
 export async function startAttempts(
-  db: Queryable, owner: string, region: string, jobs: { id: string; gen: number; version: number }[], lease: { ttlMs: number; marginMs: number },
+  db: Queryable,
+  owner: string,
+  region: string,
+  jobs: { id: string; gen: number; version: number }[],
+  lease: { ttlMs: number; marginMs: number },
 ) {
   if (jobs.length === 0) return [];
   return db.query<{ attempt_id: string; job_id: string; number: number; catchup: boolean }>(sql("StartAttempts"), [
-    owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => j.version), region, lease.ttlMs, lease.marginMs,
+    owner,
+    jobs.map((j) => j.id),
+    jobs.map((j) => j.gen),
+    jobs.map((j) => j.version),
+    region,
+    lease.ttlMs,
+    lease.marginMs,
     // Time-ordered (027): the stats window is a range of them. Made here, not in SQL: a SQL
     // function per row cost the check more than the ordered inserts saved.
     jobs.map(() => Bun.randomUUIDv7()),
@@ -73,7 +89,12 @@ export async function releaseJobs(db: Queryable, owner: string, jobs: Claimed[])
  */
 export async function deferJobs(db: Queryable, owner: string, jobs: (Claimed & { delayMs: number })[]) {
   if (jobs.length === 0) return [];
-  const rows = await db.query<{ id: string; due_at: Date }>(sql("DeferJobs"), [owner, jobs.map((j) => j.id), jobs.map((j) => j.gen), jobs.map((j) => Math.max(0, Math.ceil(j.delayMs)))]);
+  const rows = await db.query<{ id: string; due_at: Date }>(sql("DeferJobs"), [
+    owner,
+    jobs.map((j) => j.id),
+    jobs.map((j) => j.gen),
+    jobs.map((j) => Math.max(0, Math.ceil(j.delayMs))),
+  ]);
   if (rows.length > 0) await db.query(sql("NotifyDeferred"), [String(Math.min(...rows.map((r) => r.due_at.getTime())))]);
   return rows;
 }

@@ -11,7 +11,10 @@ export interface CronRuleSpec {
 }
 
 export class CronRuleError extends Error {
-  constructor(readonly field: "cron" | "timezone", message: string) {
+  constructor(
+    readonly field: "cron" | "timezone",
+    message: string,
+  ) {
     super(message);
     this.name = "CronRuleError";
   }
@@ -121,7 +124,7 @@ export class CronRule {
       const other = w - (before ? z.offAfter : z.offBefore);
       const validOther = z.tt !== null && offAt(other) !== off && offAt(other) === w - other;
       let take: boolean;
-      if (validHere && validOther) take = this.fold === "both" || (this.fold === "first") === (inst < other);
+      if (validHere && validOther) take = this.fold === "both" || (this.fold === "first") === inst < other;
       else if (validHere) take = true;
       else take = !validOther && before && this.gap === "shift"; // a gap: moved forward by its length
       if (take) return done(inst);
@@ -151,7 +154,13 @@ export class CronRule {
     } else {
       const after = t; // getTimeZoneTransition gives the ZonedDateTime at the transition
       const second = after.getTimeZoneTransition("next");
-      z = { lo, hi: second && second.epochMilliseconds < hi ? second.epochMilliseconds - 1 : hi, tt: t.epochMilliseconds, offBefore: first.offsetNanoseconds / 1e6, offAfter: after.offsetNanoseconds / 1e6 };
+      z = {
+        lo,
+        hi: second && second.epochMilliseconds < hi ? second.epochMilliseconds - 1 : hi,
+        tt: t.epochMilliseconds,
+        offBefore: first.offsetNanoseconds / 1e6,
+        offAfter: after.offsetNanoseconds / 1e6,
+      };
     }
     this.zoneCache = z;
     return z;

@@ -1,9 +1,6 @@
 export class DurationError extends Error {
   constructor(input: unknown, why: string) {
-    super(
-      `invalid duration ${JSON.stringify(input)}: ${why}; use a whole number with a unit ` +
-        `(250ms, 30s, 5m, 2h, 1d) or integer milliseconds`,
-    );
+    super(`invalid duration ${JSON.stringify(input)}: ${why}; use a whole number with a unit (250ms, 30s, 5m, 2h, 1d) or integer milliseconds`);
     this.name = "DurationError";
   }
 }
@@ -39,7 +36,7 @@ const PARTS: [unit: string, ms: number][] = [
 /** Compact form for logs: 1500 → "1.5s", 90000 → "1m30s", 250 → "250ms". */
 export function formatDuration(ms: number): string {
   if (!Number.isFinite(ms)) return String(ms);
-  if (ms < 0) return "-" + formatDuration(-ms);
+  if (ms < 0) return `-${formatDuration(-ms)}`;
   if (ms < 1000) return `${Math.round(ms)}ms`;
   let rest = Math.round(ms);
   let out = "";

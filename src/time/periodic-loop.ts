@@ -11,7 +11,10 @@ export abstract class PeriodicLoop<R = unknown> {
   private stopping = false;
   protected readonly sleeper = new Sleeper();
 
-  constructor(protected readonly loopName: string, protected readonly log: Logger) {}
+  constructor(
+    protected readonly loopName: string,
+    protected readonly log: Logger,
+  ) {}
 
   abstract runOnce(): Promise<R>;
   /** Pause before the next pass, given the last result. */

@@ -29,7 +29,9 @@ export function isAcceptance(job: ClaimedJob, r: DeliveryResult): boolean {
  * the heartbeats stop, and ends it at its execution ceiling.
  */
 export async function recordAcceptance(
-  db: Db, log: Logger, p: { owner: string; job: ClaimedJob; gen: number; attemptId: string; leaseMs: number; r: DeliveryResult },
+  db: Db,
+  log: Logger,
+  p: { owner: string; job: ClaimedJob; gen: number; attemptId: string; leaseMs: number; r: DeliveryResult },
 ): Promise<void> {
   const ok = await acceptAsync(db, { owner: p.owner, jobId: p.job.id, gen: p.gen, leaseMs: p.leaseMs, attemptId: p.attemptId, httpStatus: p.r.httpStatus });
   const fields = { job_id: p.job.id, http_status: p.r.httpStatus, lease_ms: p.leaseMs };

@@ -9,10 +9,7 @@ import { decideNext } from "./decide.ts";
 import type { DeliveryResult } from "./deliver.ts";
 
 /** How an async attempt ends: the target's report, or its execution ceiling. */
-export type AsyncReport =
-  | { kind: "succeeded" }
-  | { kind: "failed"; error: string | null; retryAfterMs: number | null }
-  | { kind: "timed_out" };
+export type AsyncReport = { kind: "succeeded" } | { kind: "failed"; error: string | null; retryAfterMs: number | null } | { kind: "timed_out" };
 
 /**
  * What a report means for the job, through the same rules as a call's answer: a reported
@@ -20,28 +17,46 @@ export type AsyncReport =
  * given, replaces the backoff delay, as a Retry-After would), a passed ceiling is `unknown`
  * (the work may have happened), a success ends it.
  */
-export function decideAsync(job: ClaimedJob, report: AsyncReport, nowMs: number, random: () => number = Math.random): Omit<AsyncFinish, "jobId" | "gen" | "beforeDeadline"> {
+export function decideAsync(
+  job: ClaimedJob,
+  report: AsyncReport,
+  nowMs: number,
+  random: () => number = Math.random,
+): Omit<AsyncFinish, "jobId" | "gen" | "beforeDeadline"> {
   const at = new Date(nowMs);
-  const error = report.kind === "failed"
-    ? `the target reported failure${report.error ? `: ${report.error}` : ""}`
-    : report.kind === "timed_out"
-      ? `timed out: still running ${formatDuration(Number(job.timeout_ms))} after the attempt started (timeout is the execution ceiling of an async job)`
-      : null;
+  const error =
+    report.kind === "failed"
+      ? `the target reported failure${report.error ? `: ${report.error}` : ""}`
+      : report.kind === "timed_out"
+        ? `timed out: still running ${formatDuration(Number(job.timeout_ms))} after the attempt started (timeout is the execution ceiling of an async job)`
+        : null;
   const r: DeliveryResult = {
     outcome: report.kind === "succeeded" ? "success" : report.kind === "failed" ? "transient" : "unknown",
-    httpStatus: null, error, possiblyDelivered: report.kind === "timed_out", retryAfterMs: null, refused: false, startedAt: at, finishedAt: at,
+    httpStatus: null,
+    error,
+    possiblyDelivered: report.kind === "timed_out",
+    retryAfterMs: null,
+    refused: false,
+    startedAt: at,
+    finishedAt: at,
   };
   let next = decideNext(job, r, nowMs, random);
   if (report.kind === "failed" && report.retryAfterMs !== null && next.status === "scheduled") {
     const expiresAt = job.expires_at?.getTime() ?? null;
-    next = expiresAt !== null && nowMs + report.retryAfterMs >= expiresAt
-      ? { ...next, status: "expired", delayMs: null, error: `${error}; retry_after would fall after expires_at` }
-      : { ...next, delayMs: report.retryAfterMs };
+    next =
+      expiresAt !== null && nowMs + report.retryAfterMs >= expiresAt
+        ? { ...next, status: "expired", delayMs: null, error: `${error}; retry_after would fall after expires_at` }
+        : { ...next, delayMs: report.retryAfterMs };
   }
   return {
-    nextStatus: next.status, delayMs: next.delayMs, countsTry: next.countsTry, lastError: next.error, deadReason: next.deadReason,
+    nextStatus: next.status,
+    delayMs: next.delayMs,
+    countsTry: next.countsTry,
+    lastError: next.error,
+    deadReason: next.deadReason,
     attemptOutcome: report.kind === "succeeded" ? "success" : report.kind === "failed" ? "failed" : "unknown",
-    attemptError: error, possiblyDelivered: report.kind === "timed_out",
+    attemptError: error,
+    possiblyDelivered: report.kind === "timed_out",
   };
 }
 

@@ -46,15 +46,30 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
   d.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
   const loaded = await withBody(job, d.payloads);
   const notSent = "result" in loaded ? loaded.result : await waitOutPause(d.limiter, job, f.abort.signal);
-  const r: DeliveryResult = notSent ?? await deliver((loaded as { job: ClaimedJob }).job, {
-    attemptId, attemptNumber: number, catchup, signingKeys: d.keyring?.keysFor(job.tenant, job.schedule_id),
-    allowPrivateTargets: d.allowPrivateTargets, signal: f.abort.signal, ...asyncCallContext(job, f.gen),
-  });
+  const r: DeliveryResult =
+    notSent ??
+    (await deliver((loaded as { job: ClaimedJob }).job, {
+      attemptId,
+      attemptNumber: number,
+      catchup,
+      signingKeys: d.keyring?.keysFor(job.tenant, job.schedule_id),
+      allowPrivateTargets: d.allowPrivateTargets,
+      signal: f.abort.signal,
+      ...asyncCallContext(job, f.gen),
+    }));
   // The target is done with us: its call slot can serve the next job while this outcome is written.
   called?.();
   d.metrics.deliveries.inc({ outcome: r.outcome });
   // The host's answer paces further calls to it (429/503 slow it, Retry-After pauses it).
-  if (!notSent && d.limiter.finish(job.id, { outcome: r.outcome, retryAfterMs: r.retryAfterMs, startedAt: r.startedAt.getTime(), durationMs: r.finishedAt.getTime() - r.startedAt.getTime() })) {
+  if (
+    !notSent &&
+    d.limiter.finish(job.id, {
+      outcome: r.outcome,
+      retryAfterMs: r.retryAfterMs,
+      startedAt: r.startedAt.getTime(),
+      durationMs: r.finishedAt.getTime() - r.startedAt.getTime(),
+    })
+  ) {
     d.metrics.throttledHosts.set(d.limiter.throttledHosts());
   }
   d.metrics.executionDuration.observe((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000);
@@ -72,12 +87,29 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
     next = { status: "scheduled", delayMs: 0, countsTry: false, throttleUntil: null, deadReason: null, error: r.error };
   }
   const accepted = await d.completions.push({
-    job_id: job.id, gen: f.gen, attempt_id: attemptId, outcome: r.outcome, http_status: r.httpStatus,
-    error: r.error, possibly_delivered: r.possiblyDelivered, started_at: r.startedAt, finished_at: r.finishedAt,
-    next_status: next.status, next_delay_ms: next.delayMs, last_error: next.error, counts_try: next.countsTry,
-    throttle_until: next.throttleUntil, dead_reason: next.deadReason,
+    job_id: job.id,
+    gen: f.gen,
+    attempt_id: attemptId,
+    outcome: r.outcome,
+    http_status: r.httpStatus,
+    error: r.error,
+    possibly_delivered: r.possiblyDelivered,
+    started_at: r.startedAt,
+    finished_at: r.finishedAt,
+    next_status: next.status,
+    next_delay_ms: next.delayMs,
+    last_error: next.error,
+    counts_try: next.countsTry,
+    throttle_until: next.throttleUntil,
+    dead_reason: next.deadReason,
   });
-  const fields = { outcome: r.outcome, http_status: r.httpStatus, ms: r.finishedAt.getTime() - r.startedAt.getTime(), next: next.status, ...(r.refusedAddress ? { refused_address: r.refusedAddress } : {}) };
+  const fields = {
+    outcome: r.outcome,
+    http_status: r.httpStatus,
+    ms: r.finishedAt.getTime() - r.startedAt.getTime(),
+    next: next.status,
+    ...(r.refusedAddress ? { refused_address: r.refusedAddress } : {}),
+  };
   if (!accepted) {
     d.metrics.duplicateAttempts.inc();
     log().warn(fields, "late completion: the lease moved on while the call ran; kept as the lost attempt's late outcome");

@@ -42,7 +42,7 @@ const MAX_DETAIL = 200;
 function shorten(s: string): string {
   // Bun appends advice meant for developers ("pass `verbose: true` …") that means nothing to a job owner.
   const firstSentence = s.split(/(?<=\.)\s/)[0] ?? s;
-  return firstSentence.length > MAX_DETAIL ? firstSentence.slice(0, MAX_DETAIL - 1) + "…" : firstSentence;
+  return firstSentence.length > MAX_DETAIL ? `${firstSentence.slice(0, MAX_DETAIL - 1)}…` : firstSentence;
 }
 
 function fields(err: unknown): { name: string; code: string; message: string } {
@@ -65,8 +65,7 @@ function fields(err: unknown): { name: string; code: string; message: string } {
 export function classifyFetchError(err: unknown, requestSent: boolean = true): FetchErrorClass {
   const { name, code, message } = fields(err);
   const notSent = (msg: string): FetchErrorClass => ({ outcome: "transient", message: msg, possiblyDelivered: false });
-  const maybeSent = (msg: string): FetchErrorClass =>
-    requestSent ? { outcome: "unknown", message: msg, possiblyDelivered: true } : notSent(msg);
+  const maybeSent = (msg: string): FetchErrorClass => (requestSent ? { outcome: "unknown", message: msg, possiblyDelivered: true } : notSent(msg));
 
   if (REFUSED_CODES.has(code) || message.includes("ECONNREFUSED")) return notSent("connection refused");
   if (DNS_CODES.has(code) || message.includes("ENOTFOUND") || /\bDNS\b/.test(message)) {

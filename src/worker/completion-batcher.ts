@@ -11,7 +11,10 @@ const ROW_TRIES = 3;
 
 /** The outcome could not be written: the job's lease will lapse and the reaper retries it. */
 export class OutcomeNotRecorded extends Error {
-  constructor(readonly jobId: string, cause: unknown) {
+  constructor(
+    readonly jobId: string,
+    cause: unknown,
+  ) {
     super(`the outcome of job ${jobId} could not be recorded: ${(cause as Error)?.message ?? String(cause)}`, { cause });
     this.name = "OutcomeNotRecorded";
   }
@@ -63,7 +66,11 @@ export class CompletionBatcher {
 
   private async flush(): Promise<void> {
     const batch = this.pending.splice(0, this.maxBatch);
-    const whole = await this.write(batch.map((b) => b.item), BATCH_TRIES, 100);
+    const whole = await this.write(
+      batch.map((b) => b.item),
+      BATCH_TRIES,
+      100,
+    );
     if (whole.ok) {
       const accepted = new Set(whole.rows.map((r) => r.id));
       for (const b of batch) b.done(accepted.has(b.item.job_id));

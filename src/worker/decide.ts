@@ -26,7 +26,10 @@ export function decideNext(job: ClaimedJob, r: DeliveryResult, nowMs: number, ra
   const tries = job.tries + 1;
   if (r.outcome === "throttled") {
     const limit = expiresAt ?? job.throttle_until?.getTime() ?? nowMs + THROTTLE_LIMIT_MS;
-    const wait = Math.max(r.retryAfterMs ?? 0, backoffDelay({ attempt: Math.max(1, job.calls), baseMs: Number(job.backoff_base_ms), maxMs: Number(job.backoff_max_ms), random }));
+    const wait = Math.max(
+      r.retryAfterMs ?? 0,
+      backoffDelay({ attempt: Math.max(1, job.calls), baseMs: Number(job.backoff_base_ms), maxMs: Number(job.backoff_max_ms), random }),
+    );
     const next = nowMs + wait;
     const throttleUntil = job.throttle_until ? null : new Date(nowMs + THROTTLE_LIMIT_MS);
     if (next > limit) {

@@ -46,8 +46,7 @@ export function webhookHeaders(job: ClaimedJob, ctx: DeliveryContext, body: stri
   h["webhook-timestamp"] = String(ts);
   const sig = ctx.signingKeys && signatureHeader(ctx.signingKeys, job.id, ts, body);
   if (sig) h["webhook-signature"] = sig;
-  h["idempotency-key"] =
-    job.idempotency_key ?? (job.schedule_id && job.nominal_time ? `${job.schedule_id}@${job.nominal_time.toISOString()}` : job.id);
+  h["idempotency-key"] = job.idempotency_key ?? (job.schedule_id && job.nominal_time ? `${job.schedule_id}@${job.nominal_time.toISOString()}` : job.id);
   h["scheduler-attempt"] = String(ctx.attemptNumber);
   h["scheduler-attempt-id"] = ctx.attemptId;
   h["scheduler-fencing-token"] = job.epoch ?? "0";
@@ -75,7 +74,15 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
     call = await pinTarget(job.target.url, ctx.allowPrivateTargets);
   } catch (err) {
     if (err instanceof TargetRefusedError) {
-      return done({ outcome: "permanent", httpStatus: null, error: err.message, possiblyDelivered: false, retryAfterMs: null, refused: true, refusedAddress: err.address });
+      return done({
+        outcome: "permanent",
+        httpStatus: null,
+        error: err.message,
+        possiblyDelivered: false,
+        retryAfterMs: null,
+        refused: true,
+        refusedAddress: err.address,
+      });
     }
     return done({ outcome: "transient", httpStatus: null, error: (err as Error).message, possiblyDelivered: false, retryAfterMs: null, refused: false });
   }

@@ -13,7 +13,10 @@ export class DueGate<T> {
    * `release` gets the jobs whose instant has come, in due order. `now`: the clock the due
    * instants are on (the database's, as the worker last measured it).
    */
-  constructor(private readonly release: (items: T[]) => void, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly release: (items: T[]) => void,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   get size(): number {
     return this.waiting.size;
@@ -61,7 +64,10 @@ export class DueGate<T> {
   private arm(): void {
     let next = Infinity;
     for (const w of this.waiting.values()) next = Math.min(next, w.dueMs);
-    if (!Number.isFinite(next)) return this.disarm();
+    if (!Number.isFinite(next)) {
+      this.disarm();
+      return;
+    }
     if (this.timer && this.timerAt <= next) return;
     this.setTimer(next);
   }

@@ -80,10 +80,16 @@ export class HeldPump {
 
   /** Sets the timer for when a held job's host may have room again. */
   arm(): void {
-    if (this.o.stopping() || this.held.size === 0) return this.disarm();
+    if (this.o.stopping() || this.held.size === 0) {
+      this.disarm();
+      return;
+    }
     const now = Date.now();
     const at = Math.max(now + 1, this.o.limiter.nextWakeAt(now));
-    if (!Number.isFinite(at)) return this.disarm();
+    if (!Number.isFinite(at)) {
+      this.disarm();
+      return;
+    }
     if (this.timer && this.timerAt <= at) return;
     this.disarm();
     this.timerAt = at;

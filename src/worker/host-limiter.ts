@@ -58,10 +58,7 @@ export interface HostLimiterSettings {
   random?: () => number;
 }
 
-export type Admission<T> =
-  | { kind: "go"; item: T }
-  | { kind: "hold"; item: T; waitMs: number }
-  | { kind: "defer"; item: T; at: number; waitMs: number };
+export type Admission<T> = { kind: "go"; item: T } | { kind: "hold"; item: T; waitMs: number } | { kind: "defer"; item: T; at: number; waitMs: number };
 
 export interface CallEnd {
   outcome: Outcome;
@@ -234,7 +231,7 @@ export class HostLimiter<T> {
   /** A call ended: frees its slot and adapts the host's rate. Returns true if the host's throttled state changed. */
   finish(id: string, end: CallEnd, now = this.now()): boolean {
     const e = this.byId.get(id);
-    if (!e || e.phase !== "reserved") return false;
+    if (e?.phase !== "reserved") return false;
     const st = e.host;
     const was = this.isThrottled(st, now);
     st.lastUsed = now;
@@ -353,9 +350,7 @@ export class HostLimiter<T> {
   private decrease(st: HostState<T>, now: number, space: boolean): void {
     const limit = st.limits().rate;
     const floor = Math.min(this.s.floorPerSec, limit);
-    const current = st.adaptive !== null
-      ? Math.min(st.adaptive, limit)
-      : Math.min(limit, Math.max(st.observedRate(now), floor));
+    const current = st.adaptive !== null ? Math.min(st.adaptive, limit) : Math.min(limit, Math.max(st.observedRate(now), floor));
     const next = Math.max(floor, current / 2);
     if (st.adaptive === null) st.recoverTo = Number.isFinite(limit) ? limit : Math.max(current, 2 * floor);
     st.adaptive = next;

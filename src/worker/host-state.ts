@@ -48,7 +48,10 @@ export class HostState<T> {
   private rateLimit = Infinity;
   private concLimit = Infinity;
 
-  constructor(readonly key: string, now: number) {
+  constructor(
+    readonly key: string,
+    now: number,
+  ) {
     this.lastUsed = now;
   }
 
@@ -118,7 +121,6 @@ export class HostState<T> {
     return this.inflight === 0 && this.queue.length === 0 && this.members.size === 0;
   }
 }
-
 
 function bump(m: Map<number, number>, k: number, d: number): void {
   const n = (m.get(k) ?? 0) + d;

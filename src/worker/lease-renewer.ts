@@ -47,7 +47,17 @@ export class LeaseRenewer extends PeriodicLoop<void> {
     // never run again, and every later call of this worker would be aborted by the watchdog.
     // A quarter of the trust period to answer, then another try soon: both fit in the time
     // the watchdog still trusts the lease.
-    const rows = await withTimeout(Math.max(50, this.trustMs / 4), () => renewLeases(this.o.db, this.o.owner, held.map((f) => ({ id: f.job.id, gen: f.gen })), this.o.leaseTtlMs), null);
+    const rows = await withTimeout(
+      Math.max(50, this.trustMs / 4),
+      () =>
+        renewLeases(
+          this.o.db,
+          this.o.owner,
+          held.map((f) => ({ id: f.job.id, gen: f.gen })),
+          this.o.leaseTtlMs,
+        ),
+      null,
+    );
     this.retrySoon = rows === null;
     if (rows === null) {
       this.o.log.warn({ jobs: held.length }, "lease renewal did not answer in time; trying again at once");

@@ -18,7 +18,14 @@ export async function waitOutPause(limiter: HostLimiter<unknown>, job: ClaimedJo
     if (ms <= 0) return undefined;
     const startedAt = new Date();
     const notSent = (outcome: "throttled" | "transient", error: string, retryAfterMs: number | null): DeliveryResult => ({
-      outcome, httpStatus: null, possiblyDelivered: false, retryAfterMs, refused: false, error, startedAt, finishedAt: new Date(),
+      outcome,
+      httpStatus: null,
+      possiblyDelivered: false,
+      retryAfterMs,
+      refused: false,
+      error,
+      startedAt,
+      finishedAt: new Date(),
     });
     if (ms > MAX_PAUSE_WAIT_MS) return notSent("throttled", "not called: the host asked for a pause (Retry-After) just before this call; retried after it", ms);
     if (await sleepUnlessAborted(ms, signal)) {

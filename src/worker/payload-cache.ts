@@ -22,7 +22,10 @@ export class PayloadCache {
   private readonly maxBytes: number;
   private readonly ttlMs: number;
 
-  constructor(private readonly db: Queryable, o: PayloadCacheOptions = {}) {
+  constructor(
+    private readonly db: Queryable,
+    o: PayloadCacheOptions = {},
+  ) {
     this.maxBytes = o.maxBytes ?? 64 * 1024 * 1024;
     this.ttlMs = o.ttlMs ?? 30_000;
   }

@@ -52,7 +52,11 @@ export class SigningKeyring extends PeriodicLoop<void> {
   }
 
   async begin(): Promise<void> {
-    this.unlisten = await this.o.db.listen("scheduler_signing_keys", () => this.poke(), () => this.poke());
+    this.unlisten = await this.o.db.listen(
+      "scheduler_signing_keys",
+      () => this.poke(),
+      () => this.poke(),
+    );
     await this.reload();
     this.start();
   }

@@ -8,17 +8,19 @@ export class SlotLedger {
   private promised = 0;
   /** Of those, the ones promised to claims for any priority (they may bring low-priority jobs). */
   private promisedAny = 0;
-  constructor(private readonly o: {
-    /** Jobs the worker may hold at once: its calls plus its prefetch (which may vary). */
-    concurrency: () => number;
-    /** No more slots are handed out (the worker is stopping). */
-    closed: () => boolean;
-    reserved?: { slots: number; minPriority: number };
-    /** Slots taken now: calls, and jobs claimed for a call (not those waiting for their host). */
-    busy: () => number;
-    /** Of those, jobs below the reserved class (only asked with reserved slots). */
-    busyBelow: (minPriority: number) => number;
-  }) {}
+  constructor(
+    private readonly o: {
+      /** Jobs the worker may hold at once: its calls plus its prefetch (which may vary). */
+      concurrency: () => number;
+      /** No more slots are handed out (the worker is stopping). */
+      closed: () => boolean;
+      reserved?: { slots: number; minPriority: number };
+      /** Slots taken now: calls, and jobs claimed for a call (not those waiting for their host). */
+      busy: () => number;
+      /** Of those, jobs below the reserved class (only asked with reserved slots). */
+      busyBelow: (minPriority: number) => number;
+    },
+  ) {}
 
   /** Room for more calls of any priority. */
   free(): number {

@@ -4,7 +4,10 @@ import { isIP } from "node:net";
 export class TargetRefusedError extends Error {
   readonly code = "target_refused";
   /** The forbidden address, for the log only: told to the tenant it maps their internal names. */
-  constructor(message: string, readonly address?: string) {
+  constructor(
+    message: string,
+    readonly address?: string,
+  ) {
     super(message);
     this.name = "TargetRefusedError";
   }
@@ -39,7 +42,7 @@ function v4(a: number, b: number, c: number, d: number): number {
 
 function inCidr(addr: number, [base, prefix]: Cidr): boolean {
   const mask = prefix === 0 ? 0 : (~0 << (32 - prefix)) >>> 0;
-  return ((addr & mask) >>> 0) === base;
+  return (addr & mask) >>> 0 === base;
 }
 
 function parseV4(s: string): number | null {
@@ -208,10 +211,7 @@ export interface CheckedTarget {
  * Returns the checked addresses: a caller that connects must connect to one of them (a name
  * can answer differently the next time it is resolved: DNS rebinding).
  */
-export async function checkTargetAddresses(
-  url: string,
-  opts: { allowPrivate: boolean; lookup?: (host: string) => Promise<string[]> },
-): Promise<CheckedTarget> {
+export async function checkTargetAddresses(url: string, opts: { allowPrivate: boolean; lookup?: (host: string) => Promise<string[]> }): Promise<CheckedTarget> {
   const syntax = checkTargetUrlSyntax(url);
   if (syntax !== null) throw new TargetRefusedError(syntax);
   const hostname = new URL(url).hostname;
@@ -240,9 +240,6 @@ export async function checkTargetAddresses(
 }
 
 /** checkTargetAddresses without the addresses: for checks that make no call (creation). */
-export async function assertTargetAllowed(
-  url: string,
-  opts: { allowPrivate: boolean; lookup?: (host: string) => Promise<string[]> },
-): Promise<void> {
+export async function assertTargetAllowed(url: string, opts: { allowPrivate: boolean; lookup?: (host: string) => Promise<string[]> }): Promise<void> {
   await checkTargetAddresses(url, opts);
 }

@@ -69,8 +69,10 @@ export class RetryVerifier {
       const last = await lastUnknownAttemptOf(this.d.db, job.id);
       if (!last) return;
       const answer = await askVerify(job, job.verify_url!, {
-        signingKeys: this.d.keyring?.keysFor(job.tenant, job.schedule_id), allowPrivateTargets: this.d.allowPrivateTargets,
-        timeoutMs: Math.min(VERIFY_TIMEOUT_MS, Number(job.timeout_ms)), signal: f.abort.signal,
+        signingKeys: this.d.keyring?.keysFor(job.tenant, job.schedule_id),
+        allowPrivateTargets: this.d.allowPrivateTargets,
+        timeoutMs: Math.min(VERIFY_TIMEOUT_MS, Number(job.timeout_ms)),
+        signal: f.abort.signal,
       });
       this.d.metrics.verifyChecks.inc({ result: answer.result });
       if (answer.result !== "processed") {

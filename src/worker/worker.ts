@@ -150,18 +150,32 @@ export class Worker {
     this.clock = o.clock ?? new DbClock();
     // Due instants are the database's: the gate waits for them on its clock (the pre-call
     // check asks its now() again).
-    this.gate = new DueGate<InFlight>((fs) => this.handled(this.opened(fs)), () => this.clock.now());
+    this.gate = new DueGate<InFlight>(
+      (fs) => this.handled(this.opened(fs)),
+      () => this.clock.now(),
+    );
     this.completions = new CompletionBatcher(o.db, o.owner, o.log, o.metrics);
     this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, marginMs: o.leaseMarginMs, log: o.log, inflight: this.inflight });
     const hl = o.hostLimits ?? {};
     this.limiter = new HostLimiter<InFlight>({
-      ratePerSec: hl.ratePerSec, concurrency: hl.concurrency, floorPerSec: hl.floorPerSec ?? 0.5,
+      ratePerSec: hl.ratePerSec,
+      concurrency: hl.concurrency,
+      floorPerSec: hl.floorPerSec ?? 0.5,
       // Held jobs take no call slot, so they are bounded on their own (their rows are in memory).
       maxHeld: Math.max(200, 2 * o.concurrency),
     });
     this.attempt = {
-      db: o.db, owner: o.owner, log: o.log, metrics: o.metrics, limiter: this.limiter, payloads: new PayloadCache(o.db), clock: this.clock,
-      completions: this.completions, keyring: o.keyring, allowPrivateTargets: o.allowPrivateTargets, asyncLeaseMs: o.asyncLeaseMs,
+      db: o.db,
+      owner: o.owner,
+      log: o.log,
+      metrics: o.metrics,
+      limiter: this.limiter,
+      payloads: new PayloadCache(o.db),
+      clock: this.clock,
+      completions: this.completions,
+      keyring: o.keyring,
+      allowPrivateTargets: o.allowPrivateTargets,
+      asyncLeaseMs: o.asyncLeaseMs,
     };
     this.held = new HeldPump({
       limiter: this.limiter,
@@ -171,7 +185,11 @@ export class Worker {
         try {
           // x.at is on this process's clock (the host's pacing): handed over as a wait.
           const now = Date.now();
-          await deferJobs(this.o.db, this.o.owner, overdue.map((x) => ({ id: x.item.job.id, gen: x.item.gen, delayMs: x.at - now })));
+          await deferJobs(
+            this.o.db,
+            this.o.owner,
+            overdue.map((x) => ({ id: x.item.job.id, gen: x.item.gen, delayMs: x.at - now })),
+          );
         } finally {
           for (const x of overdue) this.inflight.delete(x.item.job.id);
         }
@@ -180,7 +198,12 @@ export class Worker {
       background: (p) => this.handled(p),
     });
     this.verifier = new RetryVerifier({
-      db: o.db, owner: o.owner, log: o.log, metrics: o.metrics, keyring: o.keyring, allowPrivateTargets: o.allowPrivateTargets,
+      db: o.db,
+      owner: o.owner,
+      log: o.log,
+      metrics: o.metrics,
+      keyring: o.keyring,
+      allowPrivateTargets: o.allowPrivateTargets,
       // Stopping meanwhile: not called, handed back at once (like jobs waiting for their host).
       resume: (fs) => (this.stopping ? this.giveBackVerified(fs) : this.begin(fs)),
       giveBack: (fs) => this.giveBackVerified(fs),
@@ -214,7 +237,11 @@ export class Worker {
   async start(): Promise<void> {
     if (this.loopDone) return;
     this.stopping = false;
-    this.unlisten = await this.o.db.listen("scheduler_queued", () => this.poke(), () => this.poke());
+    this.unlisten = await this.o.db.listen(
+      "scheduler_queued",
+      () => this.poke(),
+      () => this.poke(),
+    );
     // A cancelled running job: abort its call now. Renewal also sees the flag, so a lost
     // notification only delays the abort.
     this.unlistenCancel = await this.o.db.listen("scheduler_cancel", (id) => {
@@ -377,7 +404,14 @@ export class Worker {
   /** One claim pass: returns how many jobs were claimed. */
   async runOnce(limit: number, minPriority?: number): Promise<number> {
     const sentAt = performance.now();
-    const claimed = await claimQueued(this.o.db, { owner: this.o.owner, limit, leaseTtlMs: this.o.leaseTtlMs, region: this.o.region, horizonMs: this.o.prestageMs, minPriority });
+    const claimed = await claimQueued(this.o.db, {
+      owner: this.o.owner,
+      limit,
+      leaseTtlMs: this.o.leaseTtlMs,
+      region: this.o.region,
+      horizonMs: this.o.prestageMs,
+      minPriority,
+    });
     if (claimed.length === 0) return 0;
     this.reserve(claimed, sentAt);
     await this.startClaimed(claimed);
@@ -391,7 +425,10 @@ export class Worker {
 
   private readonly handoffs = new Set<Promise<void>>();
   private handled(p: Promise<void>): void {
-    const q = p.catch((err) => this.o.log.error({ err }, "starting handed-over jobs failed; those not given back at once wait for their leases to lapse, then are retried"))
+    const q = p
+      .catch((err) =>
+        this.o.log.error({ err }, "starting handed-over jobs failed; those not given back at once wait for their leases to lapse, then are retried"),
+      )
       .finally(() => this.handoffs.delete(q));
     this.handoffs.add(q);
   }
@@ -466,7 +503,11 @@ export class Worker {
   private async unstart(jobs: ClaimRow[]): Promise<InFlight[]> {
     const fs = jobs.flatMap((j) => this.inflight.get(j.id) ?? []);
     try {
-      await unstartAtClaim(this.o.db, this.o.owner, jobs.map((j) => ({ id: j.id, gen: j.lease_generation, attemptId: j.attempt_id! })));
+      await unstartAtClaim(
+        this.o.db,
+        this.o.owner,
+        jobs.map((j) => ({ id: j.id, gen: j.lease_generation, attemptId: j.attempt_id! })),
+      );
     } catch (err) {
       this.o.log.warn({ err, jobs: fs.length }, "taking back the attempts of started jobs whose host is not ready failed; they are given back uncalled");
       for (const f of fs) this.inflight.delete(f.job.id);
@@ -479,7 +520,12 @@ export class Worker {
   }
 
   private giveBackUncalled(fs: InFlight[]): void {
-    this.handled(giveBackUncalled({ db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping }, fs.map((f) => ({ id: f.job.id, gen: f.gen }))));
+    this.handled(
+      giveBackUncalled(
+        { db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping },
+        fs.map((f) => ({ id: f.job.id, gen: f.gen })),
+      ),
+    );
   }
 
   /** Jobs whose due instant has come: in line for a call slot. */
@@ -534,7 +580,10 @@ export class Worker {
         await this.admit(batch);
       } catch (err) {
         // Each job of the batch is accounted for (called, given back or left to its lease).
-        this.o.log.error({ err, jobs: batch.length }, "starting claimed jobs failed; those not given back at once wait for their leases to lapse, then are retried");
+        this.o.log.error(
+          { err, jobs: batch.length },
+          "starting claimed jobs failed; those not given back at once wait for their leases to lapse, then are retried",
+        );
       } finally {
         this.starting -= batch.length;
       }
@@ -678,9 +727,16 @@ export class Worker {
     let started: Awaited<ReturnType<typeof startAttempts>>;
     const sentAt = performance.now();
     try {
-      started = await startAttempts(this.o.db, this.o.owner, this.o.region, ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })), {
-        ttlMs: this.o.leaseTtlMs, marginMs: this.o.leaseMarginMs,
-      });
+      started = await startAttempts(
+        this.o.db,
+        this.o.owner,
+        this.o.region,
+        ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })),
+        {
+          ttlMs: this.o.leaseTtlMs,
+          marginMs: this.o.leaseMarginMs,
+        },
+      );
       const ms = performance.now() - sentAt;
       this.checkMs = this.checkMs === undefined ? ms : this.checkMs * 0.8 + ms * 0.2;
       await this.o.afterStartAttempts?.(started.map((s) => s.job_id));
@@ -711,7 +767,11 @@ export class Worker {
       const stale = ready.filter((f) => !startedIds.has(f.job.id));
       if (stale.length > 0) {
         for (const f of stale) this.limiter.forget(f.job.id);
-        const released = await releaseJobs(this.o.db, this.o.owner, stale.map((f) => ({ id: f.job.id, gen: f.gen })));
+        const released = await releaseJobs(
+          this.o.db,
+          this.o.owner,
+          stale.map((f) => ({ id: f.job.id, gen: f.gen })),
+        );
         this.o.metrics.staleDispatches.inc(stale.length);
         for (const f of stale) {
           this.inflight.delete(f.job.id);
@@ -738,7 +798,11 @@ export class Worker {
   private async returnHeld(fs: InFlight[]): Promise<void> {
     for (const f of fs) this.held.delete(f.job.id);
     try {
-      await releaseJobs(this.o.db, this.o.owner, fs.map((f) => ({ id: f.job.id, gen: f.gen })));
+      await releaseJobs(
+        this.o.db,
+        this.o.owner,
+        fs.map((f) => ({ id: f.job.id, gen: f.gen })),
+      );
     } finally {
       for (const f of fs) this.inflight.delete(f.job.id);
     }
@@ -789,7 +853,8 @@ export class Worker {
     const p = callAttempt(this.attempt, f, attemptId, number, catchup, called)
       .catch((err) => {
         // The batcher has logged an outcome it gave up on, with what it was.
-        if (!(err instanceof OutcomeNotRecorded)) this.o.log.error({ err, job_id: id }, "recording the outcome failed; the lease will lapse and the job will be retried");
+        if (!(err instanceof OutcomeNotRecorded))
+          this.o.log.error({ err, job_id: id }, "recording the outcome failed; the lease will lapse and the job will be retried");
       })
       .finally(() => {
         called();

@@ -54,7 +54,11 @@ describe("failed authentication limit through the API", () => {
     rt = await startScheduler(tdb.db, { ...limits, SCHEDULER_CLIENT_IP_HEADER: "x-client-ip", SCHEDULER_TRUSTED_PROXIES: "127.0.0.1,::1" }, { mode: "api" });
     peer = await startScheduler(tdb.db, limits, { mode: "api" });
     // The header is configured, but these test clients (loopback) are not the proxy.
-    untrusted = await startScheduler(tdb.db, { ...limits, SCHEDULER_CLIENT_IP_HEADER: "x-client-ip", SCHEDULER_TRUSTED_PROXIES: "10.0.0.0/8,fdaa::/16" }, { mode: "api" });
+    untrusted = await startScheduler(
+      tdb.db,
+      { ...limits, SCHEDULER_CLIENT_IP_HEADER: "x-client-ip", SCHEDULER_TRUSTED_PROXIES: "10.0.0.0/8,fdaa::/16" },
+      { mode: "api" },
+    );
   });
   afterAll(async () => {
     await Promise.all([rt?.stop(), peer?.stop(), untrusted?.stop()]);

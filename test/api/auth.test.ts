@@ -40,12 +40,24 @@ for (const driver of DRIVERS) {
     test("no token or a bad token → 401 on every /v1 route", async () => {
       const id = Bun.randomUUIDv7();
       const routes: [string, string, unknown?][] = [
-        ["GET", "/v1/jobs"], ["GET", `/v1/jobs/${id}`], ["POST", "/v1/jobs", { target: { url: HOOK } }],
-        ["POST", "/v1/jobs/batch", { jobs: [] }], ["POST", `/v1/jobs/${id}/cancel`, {}], ["PATCH", `/v1/jobs/${id}`, { delay: "1s" }],
+        ["GET", "/v1/jobs"],
+        ["GET", `/v1/jobs/${id}`],
+        ["POST", "/v1/jobs", { target: { url: HOOK } }],
+        ["POST", "/v1/jobs/batch", { jobs: [] }],
+        ["POST", `/v1/jobs/${id}/cancel`, {}],
+        ["PATCH", `/v1/jobs/${id}`, { delay: "1s" }],
       ];
       const n0 = await jobCount();
       for (const [method, path, body] of routes) {
-        for (const h of [{}, bearer("nope"), bearer("tokA2"), bearer("tok"), { authorization: tok("tokA") }, { authorization: "Basic dG9rQTo=" }, { authorization: "Bearer " }]) {
+        for (const h of [
+          {},
+          bearer("nope"),
+          bearer("tokA2"),
+          bearer("tok"),
+          { authorization: tok("tokA") },
+          { authorization: "Basic dG9rQTo=" },
+          { authorization: "Bearer " },
+        ]) {
           const r = await api(rt, method, path, body, h);
           try {
             expectError(r, 401);
@@ -77,7 +89,11 @@ for (const driver of DRIVERS) {
       const b = await mustCreate(rt, { delay: "1h" }, B);
       expect(a.tenant).toBe("acme");
       expect(b.tenant).toBe("beta");
-      for (const [method, path, body] of [["GET", `/v1/jobs/${a.id}`], ["POST", `/v1/jobs/${a.id}/cancel`, {}], ["PATCH", `/v1/jobs/${a.id}`, { delay: "5h" }]] as const) {
+      for (const [method, path, body] of [
+        ["GET", `/v1/jobs/${a.id}`],
+        ["POST", `/v1/jobs/${a.id}/cancel`, {}],
+        ["PATCH", `/v1/jobs/${a.id}`, { delay: "5h" }],
+      ] as const) {
         const r = await api(rt, method, path, body, B);
         expect([403, 404]).toContain(r.status);
         expectError(r, r.status);

@@ -118,15 +118,21 @@ for (const driver of DRIVERS) {
     test("in a batch: a key repeated within the batch or from before finds the first job", async () => {
       const earlier = await post({ target: { url: HOOK }, idempotency_key: "batch-earlier" });
       expect(earlier.status).toBe(201);
-      const r = await api(rt, "POST", "/v1/jobs/batch", {
-        jobs: [
-          { target: { url: HOOK }, idempotency_key: "batch-twin" },
-          { target: { url: HOOK }, idempotency_key: "batch-twin" },
-          { target: { url: HOOK }, idempotency_key: "batch-earlier" },
-          { target: { url: HOOK, body: { other: 1 } }, idempotency_key: "batch-earlier" },
-          { target: { url: HOOK, body: { other: 1 } }, idempotency_key: "batch-twin" },
-        ],
-      }, A);
+      const r = await api(
+        rt,
+        "POST",
+        "/v1/jobs/batch",
+        {
+          jobs: [
+            { target: { url: HOOK }, idempotency_key: "batch-twin" },
+            { target: { url: HOOK }, idempotency_key: "batch-twin" },
+            { target: { url: HOOK }, idempotency_key: "batch-earlier" },
+            { target: { url: HOOK, body: { other: 1 } }, idempotency_key: "batch-earlier" },
+            { target: { url: HOOK, body: { other: 1 } }, idempotency_key: "batch-twin" },
+          ],
+        },
+        A,
+      );
       expect(r.status).toBe(200);
       const [t1, t2, e1, conflict1, conflict2] = r.body.jobs;
       expect(t1.id).toBeString();

@@ -42,14 +42,18 @@ for (const driver of DRIVERS) {
       await tdb?.close();
     });
 
-    const makeRunning = (id: string) =>
-      tdb.db.query("UPDATE jobs SET status='running', lease_owner='x', lease_until=now()+interval '1 min' WHERE id=$1", [id]);
+    const makeRunning = (id: string) => tdb.db.query("UPDATE jobs SET status='running', lease_owner='x', lease_until=now()+interval '1 min' WHERE id=$1", [id]);
 
     describe("create", () => {
       test("201 with the job object of the README (The HTTP API)", async () => {
         const before = Date.now();
         const r = await createJob(rt, {
-          target: { url: HOOK, method: "put", headers: { "x-a": "b", "Content-Type": "application/json" }, body: { any: "json", n: [1, 2.5, null], nested: { ok: true } } },
+          target: {
+            url: HOOK,
+            method: "put",
+            headers: { "x-a": "b", "Content-Type": "application/json" },
+            body: { any: "json", n: [1, 2.5, null], nested: { ok: true } },
+          },
           delay: "30s",
         });
         const after = Date.now();
@@ -67,7 +71,12 @@ for (const driver of DRIVERS) {
           nominal_time: null,
           priority: 0,
           last_error: null,
-          target: { url: HOOK, method: "PUT", headers: { "x-a": "b", "Content-Type": "application/json" }, body: { any: "json", n: [1, 2.5, null], nested: { ok: true } } },
+          target: {
+            url: HOOK,
+            method: "PUT",
+            headers: { "x-a": "b", "Content-Type": "application/json" },
+            body: { any: "json", n: [1, 2.5, null], nested: { ok: true } },
+          },
         });
         expect(j.target.body_text).toBeUndefined();
         const due = Date.parse(j.due_at);
@@ -75,7 +84,22 @@ for (const driver of DRIVERS) {
         expect(due).toBeLessThanOrEqual(after + 30_000);
         near(j.created_at, Date.now(), 5000);
         near(j.updated_at, Date.now(), 5000);
-        for (const f of ["id", "tenant", "status", "due_at", "version", "attempts", "idempotency_key", "schedule_id", "nominal_time", "target", "priority", "created_at", "updated_at", "last_error"]) {
+        for (const f of [
+          "id",
+          "tenant",
+          "status",
+          "due_at",
+          "version",
+          "attempts",
+          "idempotency_key",
+          "schedule_id",
+          "nominal_time",
+          "target",
+          "priority",
+          "created_at",
+          "updated_at",
+          "last_error",
+        ]) {
           expect(j).toHaveProperty(f);
         }
       });
@@ -109,7 +133,9 @@ for (const driver of DRIVERS) {
 
       test("window spreads later, never earlier than run_at", async () => {
         const runAt = Date.parse("2031-06-01T12:00:00Z");
-        const dues = await Promise.all(Array.from({ length: 8 }, () => mustCreate(rt, { run_at: "2031-06-01T12:00:00Z", window: "1h" }).then((j) => Date.parse(j.due_at))));
+        const dues = await Promise.all(
+          Array.from({ length: 8 }, () => mustCreate(rt, { run_at: "2031-06-01T12:00:00Z", window: "1h" }).then((j) => Date.parse(j.due_at))),
+        );
         for (const d of dues) {
           expect(d).toBeGreaterThanOrEqual(runAt);
           expect(d).toBeLessThanOrEqual(runAt + 3_600_000);
@@ -138,7 +164,12 @@ for (const driver of DRIVERS) {
           jobs: [
             { target: { url: `${HOOK}/b1` } },
             { target: { url: `${HOOK}/b2`, method: "PUT", headers: { "x-a": "1" }, body: { n: 2 } }, delay: "1h", priority: 3, idempotency_key: "batch-get-2" },
-            { target: { url: `${HOOK}/b3` }, run_at: new Date(Date.now() + 60_000).toISOString(), window: "30s", expires_at: new Date(Date.now() + 3_600_000).toISOString() },
+            {
+              target: { url: `${HOOK}/b3` },
+              run_at: new Date(Date.now() + 60_000).toISOString(),
+              window: "30s",
+              expires_at: new Date(Date.now() + 3_600_000).toISOString(),
+            },
           ],
         });
         expect(r.status).toBe(200);
@@ -165,7 +196,20 @@ for (const driver of DRIVERS) {
         const b = await mustCreate(rt, { tenant: t, run_at: "2031-02-01T00:00:00Z" });
         const c = await mustCreate(rt, { tenant: t, run_at: "2031-03-01T00:00:00Z" });
         expect((await api(rt, "POST", `/v1/jobs/${c.id}/cancel`, {})).status).toBe(200);
-        const base = { tenant: t, priority: 0, idempotency_key: null, request_hash: null, target: { url: HOOK, method: "POST", headers: {}, body: null, json: false }, max_attempts: 3, backoff_base_ms: 1000, backoff_max_ms: 60_000, timeout_ms: 30_000, expires_at: null, window_ms: 0, async: false };
+        const base = {
+          tenant: t,
+          priority: 0,
+          idempotency_key: null,
+          request_hash: null,
+          target: { url: HOOK, method: "POST", headers: {}, body: null, json: false },
+          max_attempts: 3,
+          backoff_base_ms: 1000,
+          backoff_max_ms: 60_000,
+          timeout_ms: 30_000,
+          expires_at: null,
+          window_ms: 0,
+          async: false,
+        };
         const s1 = Bun.randomUUIDv7();
         const s2 = Bun.randomUUIDv7();
         const s3 = Bun.randomUUIDv7();
@@ -367,12 +411,16 @@ for (const driver of DRIVERS) {
       const ids: string[] = [];
       for (let i = 0; i < 4; i++) ids.push((await mustCreate(rt, { delay: "1h" })).id);
       await api(rt, "POST", `/v1/jobs/${ids[0]}/cancel`, {});
-      const text = await eventually(async () => {
-        const res = await fetch(`${rt.url}/metrics`);
-        expect(res.status).toBe(200);
-        const t = await res.text();
-        return /^scheduler_jobs\{status="scheduled"\} 3$/m.test(t) && /^scheduler_jobs\{status="cancelled"\} 1$/m.test(t) ? t : null;
-      }, 6000, "scheduler_jobs gauge to show 3 scheduled, 1 cancelled");
+      const text = await eventually(
+        async () => {
+          const res = await fetch(`${rt.url}/metrics`);
+          expect(res.status).toBe(200);
+          const t = await res.text();
+          return /^scheduler_jobs\{status="scheduled"\} 3$/m.test(t) && /^scheduler_jobs\{status="cancelled"\} 1$/m.test(t) ? t : null;
+        },
+        6000,
+        "scheduler_jobs gauge to show 3 scheduled, 1 cancelled",
+      );
       expect(text).toMatch(/^scheduler_jobs\{status="running"\} 0$/m);
       for (const fam of ["scheduler_deliveries_total", "scheduler_scheduling_lag_seconds", "scheduler_jobs"]) {
         expect(text).toMatch(new RegExp(`^# HELP ${fam} \\S`, "m"));

@@ -82,9 +82,23 @@ describe("OpenAPI document", () => {
   });
 
   test("no-token routes say so; every other route needs the bearer token", () => {
-    const open = Object.entries(doc.paths as Doc).flatMap(([path, item]) => Object.entries(item as Doc).filter(([, op]) => Array.isArray(op.security) && op.security.length === 0).map(([m]) => `${m.toUpperCase()} ${path}`));
+    const open = Object.entries(doc.paths as Doc).flatMap(([path, item]) =>
+      Object.entries(item as Doc)
+        .filter(([, op]) => Array.isArray(op.security) && op.security.length === 0)
+        .map(([m]) => `${m.toUpperCase()} ${path}`),
+    );
     // The async callbacks take the job's lease token in the body instead of a bearer token.
-    expect(open.sort()).toEqual(["GET /docs", "GET /healthz", "GET /metrics", "GET /openapi.json", "GET /readyz", "GET /ui", "GET /ui/{file}", "POST /v1/jobs/{id}/complete", "POST /v1/jobs/{id}/heartbeat"]);
+    expect(open.sort()).toEqual([
+      "GET /docs",
+      "GET /healthz",
+      "GET /metrics",
+      "GET /openapi.json",
+      "GET /readyz",
+      "GET /ui",
+      "GET /ui/{file}",
+      "POST /v1/jobs/{id}/complete",
+      "POST /v1/jobs/{id}/heartbeat",
+    ]);
   });
 
   test("the POST /v1/jobs request schema accepts and rejects what the route does", async () => {
@@ -100,7 +114,10 @@ describe("OpenAPI document", () => {
     const cases: [unknown, boolean][] = [
       [{ target: t }, true],
       [{ target: { ...t, method: "put", headers: { "x-a": "b" }, body: { any: ["json"] } }, priority: 5, delay: "30s" }, true],
-      [{ target: { ...t, body_text: "plain" }, run_at: "2030-12-01T09:00:00Z", retry: { max_attempts: 3, base: "1s", max: 60000 }, timeout: "5s", window: 0 }, true],
+      [
+        { target: { ...t, body_text: "plain" }, run_at: "2030-12-01T09:00:00Z", retry: { max_attempts: 3, base: "1s", max: 60000 }, timeout: "5s", window: 0 },
+        true,
+      ],
       [{ target: t, idempotency_key: `k-${Bun.randomUUIDv7()}`, host_limits: { rate: 5, concurrency: 2 } }, true],
       [{ target: t, host_limits: null, tenant: "acme" }, true],
       [{}, false],
@@ -156,9 +173,17 @@ describe("OpenAPI document", () => {
     expectValid(component("Cluster"), cluster.body, "GET /v1/cluster");
     const key = await api(rt, "POST", "/v1/signing-keys", { tenant: "acme" }, bearer("tokAll"));
     expect(key.status).toBe(201);
-    expectValid(schemaAt("paths", "/v1/signing-keys", "post", "responses", "201", "content", "application/json", "schema"), key.body, "POST /v1/signing-keys 201");
+    expectValid(
+      schemaAt("paths", "/v1/signing-keys", "post", "responses", "201", "content", "application/json", "schema"),
+      key.body,
+      "POST /v1/signing-keys 201",
+    );
     const rotated = await api(rt, "POST", `/v1/signing-keys/${key.body.id}/rotate`, { overlap: "1h" }, bearer("tokAll"));
-    expectValid(schemaAt("paths", "/v1/signing-keys/{id}/rotate", "post", "responses", "201", "content", "application/json", "schema"), rotated.body, "POST /v1/signing-keys/{id}/rotate 201");
+    expectValid(
+      schemaAt("paths", "/v1/signing-keys/{id}/rotate", "post", "responses", "201", "content", "application/json", "schema"),
+      rotated.body,
+      "POST /v1/signing-keys/{id}/rotate 201",
+    );
     const retired = await api(rt, "POST", `/v1/signing-keys/${key.body.id}/retire`, {}, bearer("tokAll"));
     expectValid(component("SigningKey"), retired.body, "POST /v1/signing-keys/{id}/retire");
     const keys = await api(rt, "GET", "/v1/signing-keys", undefined, bearer("tokAll"));

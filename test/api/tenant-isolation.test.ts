@@ -47,14 +47,23 @@ const LEASE_TOKEN_ROUTES = new Set(["POST /v1/jobs/:id/heartbeat", "POST /v1/job
  */
 const TENANT_AGGREGATES = new Set(["GET /v1/stats", "GET /v1/dlq", "POST /v1/dlq/replay", "GET /v1/audit"]);
 /** Routes that name no existing object of a tenant (creation is tested in auth.test.ts; cluster is admin). */
-const NO_TENANT_OBJECT = new Set(["POST /v1/jobs", "POST /v1/jobs/batch", "POST /v1/schedules", "POST /v1/signing-keys", "GET /v1/cluster", "POST /v1/cluster/failover"]);
+const NO_TENANT_OBJECT = new Set([
+  "POST /v1/jobs",
+  "POST /v1/jobs/batch",
+  "POST /v1/schedules",
+  "POST /v1/signing-keys",
+  "GET /v1/cluster",
+  "POST /v1/cluster/failover",
+]);
 
 describe("route census", () => {
   test("every /v1 route is classified, and every route with an :id is in the isolation table", () => {
     const app = createApp({ db: {} as never, config: testConfig(), metrics: new Metrics(), log: silentLogger, serveApi: true });
     const routes = app.routes.filter((r) => r.method !== "ALL" && r.path.startsWith("/v1/")).map((r) => `${r.method} ${r.path}`);
     expect(routes.length).toBeGreaterThan(10);
-    const unclassified = routes.filter((r) => !(r in ID_ROUTES) && !LISTINGS.has(r) && !NO_TENANT_OBJECT.has(r) && !LEASE_TOKEN_ROUTES.has(r) && !TENANT_AGGREGATES.has(r));
+    const unclassified = routes.filter(
+      (r) => !(r in ID_ROUTES) && !LISTINGS.has(r) && !NO_TENANT_OBJECT.has(r) && !LEASE_TOKEN_ROUTES.has(r) && !TENANT_AGGREGATES.has(r),
+    );
     expect(unclassified).toEqual([]);
     expect(routes.filter((r) => r.includes(":") && !(r in ID_ROUTES) && !LEASE_TOKEN_ROUTES.has(r))).toEqual([]);
     // And the table names no route that is gone.

@@ -107,7 +107,16 @@ for (const driver of DRIVERS) {
     });
 
     test("a request that is not a JSON object → 400", async () => {
-      for (const raw of ["{not json", '{"target": {"url": "https://example.com/hook"}', "[]", "null", '"a string"', "42", "true", `[{"target":{"url":"${HOOK}"}}]`]) {
+      for (const raw of [
+        "{not json",
+        '{"target": {"url": "https://example.com/hook"}',
+        "[]",
+        "null",
+        '"a string"',
+        "42",
+        "true",
+        `[{"target":{"url":"${HOOK}"}}]`,
+      ]) {
         const r = await api(rt, "POST", "/v1/jobs", raw);
         try {
           expectError(r, 400);
@@ -145,9 +154,21 @@ for (const driver of DRIVERS) {
     test("private targets are refused at creation without SCHEDULER_ALLOW_PRIVATE_TARGETS", async () => {
       const n0 = await jobCount();
       const refused = [
-        "http://127.0.0.1:9/x", "http://localhost/x", "http://LOCALHOST./x", "http://api.localhost/x", "http://169.254.169.254/",
-        "http://[::1]/", "http://10.0.0.1/", "http://192.168.1.1/", "http://172.16.0.5/", "http://0.0.0.0/",
-        "http://[::ffff:127.0.0.1]/", "http://[fd00:ec2::254]/", "http://0x7f000001/", "http://2130706433/", "http://metadata.google.internal/",
+        "http://127.0.0.1:9/x",
+        "http://localhost/x",
+        "http://LOCALHOST./x",
+        "http://api.localhost/x",
+        "http://169.254.169.254/",
+        "http://[::1]/",
+        "http://10.0.0.1/",
+        "http://192.168.1.1/",
+        "http://172.16.0.5/",
+        "http://0.0.0.0/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[fd00:ec2::254]/",
+        "http://0x7f000001/",
+        "http://2130706433/",
+        "http://metadata.google.internal/",
       ];
       for (const url of refused) {
         const r = await api(guarded, "POST", "/v1/jobs", { target: { url } });

@@ -209,9 +209,15 @@ describe("compiled binary", () => {
     proc.stdin.flush();
     const code = await Promise.race([proc.exited, sleep(30_000).then(() => "timeout" as const)]);
     await reading;
-    const lines = out.replace(/\x1b\[[0-9;]*m/g, "").split("\n").map((l) => l.replace(/\r$/, "").replace(/^\^C/, "")).filter((l) => l.trim());
+    const lines = out
+      .replace(/\x1b\[[0-9;]*m/g, "")
+      .split("\n")
+      .map((l) => l.replace(/\r$/, "").replace(/^\^C/, ""))
+      .filter((l) => l.trim());
     if (code !== 0) throw new Error(`exit ${code}; the terminal showed:\n${out}`);
-    expect(lines.find((l) => l.includes("scheduler started"))).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: scheduler started \{"url":"http:\/\/127\.0\.0\.1:\d+"/);
+    expect(lines.find((l) => l.includes("scheduler started"))).toMatch(
+      /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: scheduler started \{"url":"http:\/\/127\.0\.0\.1:\d+"/,
+    );
     expect(lines.filter((l) => !/^\[\d\d:\d\d:\d\d\.\d{3}\] [A-Z]+: /.test(l))).toEqual([]);
     expect(lines.at(-1)).toMatch(/INFO: stopped$/);
   }, 70_000);

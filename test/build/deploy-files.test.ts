@@ -19,7 +19,10 @@ describe("deployment files", () => {
     expect(fly.http_service.processes).toEqual(["api"]);
     expect(fly.http_service.checks.map((c: any) => c.path).sort()).toEqual(["/healthz", "/readyz"]);
     for (const group of ["dispatcher", "worker"]) {
-      const paths = Object.values(fly.checks as Record<string, any>).filter((c) => c.processes.includes(group)).map((c) => c.path).sort();
+      const paths = Object.values(fly.checks as Record<string, any>)
+        .filter((c) => c.processes.includes(group))
+        .map((c) => c.path)
+        .sort();
       expect(paths).toEqual(["/healthz", "/readyz"]);
     }
     expect(fly.env.SCHEDULER_AUTHORITY_TTL).toBeDefined();

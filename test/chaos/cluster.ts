@@ -72,24 +72,50 @@ export class ChaosCluster {
     const user = await PgUser.detect();
     const bin = findPgBin(undefined);
     this.workDir = await user.makeTempDir("scheduler-chaos-");
-    this.cleanup.add("work dir", () => rmSync(this.workDir, { recursive: true, force: true }), () => rmSync(this.workDir, { recursive: true, force: true }));
+    this.cleanup.add(
+      "work dir",
+      () => rmSync(this.workDir, { recursive: true, force: true }),
+      () => rmSync(this.workDir, { recursive: true, force: true }),
+    );
     this.logDir = join(this.workDir, "logs");
     mkdirSync(this.logDir);
     user.own(this.logDir);
-    this.pg = new PgCluster({ name: "chaos", bin, user, dataDir: join(this.workDir, "pg"), socketDir: this.workDir, logFile: join(this.logDir, "postgres.log") });
-    this.cleanup.add("postgres", () => this.pg.stop("immediate"), () => this.pg.stopSync());
+    this.pg = new PgCluster({
+      name: "chaos",
+      bin,
+      user,
+      dataDir: join(this.workDir, "pg"),
+      socketDir: this.workDir,
+      logFile: join(this.logDir, "postgres.log"),
+    });
+    this.cleanup.add(
+      "postgres",
+      () => this.pg.stop("immediate"),
+      () => this.pg.stopSync(),
+    );
     await this.pg.initdb();
     // fsync off: an immediate stop is a crash of PostgreSQL, not of the machine, so the WAL
     // in the page cache survives it; synchronous_commit stays on.
     // authentication_timeout: a stop waits for every child, including those only refusing a
     // connection ("shutting down") that wait for the client's startup packet; with the
     // default 60 s a stop took 30 s here, which hid most of a short round behind one fault.
-    this.pg.appendConf({ listen_addresses: "127.0.0.1", unix_socket_directories: this.workDir, fsync: "off", max_connections: 300, shared_buffers: "64MB", authentication_timeout: "2s" });
+    this.pg.appendConf({
+      listen_addresses: "127.0.0.1",
+      unix_socket_directories: this.workDir,
+      fsync: "off",
+      max_connections: 300,
+      shared_buffers: "64MB",
+      authentication_timeout: "2s",
+    });
     await this.pg.start();
     await this.pg.sql("create database scheduler");
     this.databaseUrl = this.pg.url("scheduler");
     this.redis = await ownRedis();
-    this.cleanup.add("redis", () => this.redis.kill(), () => void this.redis.kill());
+    this.cleanup.add(
+      "redis",
+      () => this.redis.kill(),
+      () => void this.redis.kill(),
+    );
     say(`postgres 127.0.0.1:${this.pg.port} (${bin}), redis 127.0.0.1:${this.redis.port}, logs ${this.logDir}`);
 
     const haveSwitch = seams().faultSwitch;
@@ -97,7 +123,11 @@ export class ChaosCluster {
       const env = () => ({ ...schedulerEnv(this.databaseUrl, this.redis.url), ...(spec.region === "a" ? switchedFaultsEnv(spec.mode, haveSwitch) : {}) });
       const p = new ManagedProc(spec, env, this.logDir, (e) => this.unexpectedExits.push(e));
       this.procs.set(spec.name, p);
-      this.cleanup.add(`scheduler ${spec.name}`, () => p.stop(), () => p.proc?.kill("SIGKILL"));
+      this.cleanup.add(
+        `scheduler ${spec.name}`,
+        () => p.stop(),
+        () => p.proc?.kill("SIGKILL"),
+      );
     }
     // The first one migrates; the others then start together.
     const [first, ...rest] = [...this.procs.values()];
@@ -119,12 +149,21 @@ export class ChaosCluster {
 
   /** Region → its API's base URL. */
   apis(): Map<string, string> {
-    return new Map([["a", this.proc("a-api").url], ["b", this.proc("b-all").url]]);
+    return new Map([
+      ["a", this.proc("a-api").url],
+      ["b", this.proc("b-all").url],
+    ]);
   }
 
   /** A connection of the harness's own (checks, fault queries); reconnects after a restart. */
   db(): postgres.Sql {
-    this.sql ??= postgres(this.databaseUrl, { max: 2, onnotice: () => {}, connect_timeout: 5, idle_timeout: 5, connection: { application_name: "chaos-harness" } });
+    this.sql ??= postgres(this.databaseUrl, {
+      max: 2,
+      onnotice: () => {},
+      connect_timeout: 5,
+      idle_timeout: 5,
+      connection: { application_name: "chaos-harness" },
+    });
     return this.sql;
   }
 
@@ -134,7 +173,8 @@ export class ChaosCluster {
     await this.pg.stop(mode);
     await Bun.sleep(downMs);
     await this.pg.start({ port });
-    if (this.pg.port !== port) throw new Error(`postgres came back on port ${this.pg.port}, not ${port} (taken meanwhile): the schedulers' DATABASE_URL no longer reaches it`);
+    if (this.pg.port !== port)
+      throw new Error(`postgres came back on port ${this.pg.port}, not ${port} (taken meanwhile): the schedulers' DATABASE_URL no longer reaches it`);
   }
 
   /** pg_terminate_backend on every scheduler connection; how many went. */

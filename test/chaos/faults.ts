@@ -13,13 +13,24 @@ import { seams } from "./seams.ts";
 import { SWITCHED_FAULTS } from "./switched-faults.ts";
 
 export const FAULT_KINDS = [
-  "sigkill-api", "sigkill-dispatcher", "sigkill-worker",
-  "sigstop-api", "sigstop-dispatcher", "sigstop-worker",
-  "pg-restart-fast", "pg-restart-immediate", "pg-kill-backends",
-  "redis-flushall", "redis-restart", "redis-pause",
-  "failover-aba", "failover-aba-restart",
-  "clock-skew", "clock-skew-api",
-  "sql-errors-generation", "sql-errors-completion",
+  "sigkill-api",
+  "sigkill-dispatcher",
+  "sigkill-worker",
+  "sigstop-api",
+  "sigstop-dispatcher",
+  "sigstop-worker",
+  "pg-restart-fast",
+  "pg-restart-immediate",
+  "pg-kill-backends",
+  "redis-flushall",
+  "redis-restart",
+  "redis-pause",
+  "failover-aba",
+  "failover-aba-restart",
+  "clock-skew",
+  "clock-skew-api",
+  "sql-errors-generation",
+  "sql-errors-completion",
   "renewals-fail",
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
@@ -91,7 +102,13 @@ function draw(p: Prng, kind: FaultKind, at: number): PlannedFault {
       // Past the lease and the skew margin, so the reaper takes the calls in flight over.
       return { at, kind, procs: [p.pick(PROCS_BY_MODE.worker)], holdMs: TIMINGS.leaseTtlMs + TIMINGS.clockSkewMs + p.int(1000, 3000) };
     case "clock-skew":
-      return { at, kind, procs: [p.pick([...PROCS_BY_MODE.api, ...PROCS_BY_MODE.dispatcher, ...PROCS_BY_MODE.worker])], holdMs: p.int(6000, 10_000), offsetMs: (p.next() < 0.5 ? -1 : 1) * p.int(2000, 5000) };
+      return {
+        at,
+        kind,
+        procs: [p.pick([...PROCS_BY_MODE.api, ...PROCS_BY_MODE.dispatcher, ...PROCS_BY_MODE.worker])],
+        holdMs: p.int(6000, 10_000),
+        offsetMs: (p.next() < 0.5 ? -1 : 1) * p.int(2000, 5000),
+      };
     case "sql-errors-generation":
       return { at, kind, procs: PROCS_BY_MODE.dispatcher, holdMs: p.int(6000, 10_000) };
     case "sql-errors-completion":
@@ -156,7 +173,11 @@ export class FaultInjector {
   private stopped = false;
   private readonly have = seams();
 
-  constructor(private readonly cluster: ChaosCluster, plan: PlannedFault[], private readonly say: (line: string) => void) {
+  constructor(
+    private readonly cluster: ChaosCluster,
+    plan: PlannedFault[],
+    private readonly say: (line: string) => void,
+  ) {
     this.records = plan.map((f) => ({ ...f, startedAt: null, endedAt: null, skipped: null, error: null, detail: "" }));
   }
 
@@ -306,7 +327,9 @@ export class FaultInjector {
       await p.down("SIGTERM");
       await p.up();
     }
-    return `${names.join("+")} with ${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(" ")} for ${holdMs} ms`;
+    return `${names.join("+")} with ${Object.entries(env)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(" ")} for ${holdMs} ms`;
   }
 }
 
@@ -323,8 +346,10 @@ export async function moveAuthority(c: ChaosCluster, to: "a" | "b"): Promise<voi
         const view = await fetch(`${base}/v1/cluster`, { signal: AbortSignal.timeout(2000) });
         if (view.status === 200 && ((await view.json()) as { home_region?: string }).home_region === to) return;
         const res = await fetch(`${base}/v1/cluster/failover`, {
-          method: "POST", headers: { "content-type": "application/json" },
-          body: JSON.stringify({ to, reason: "chaos: failover a → b → a", force: true }), signal: AbortSignal.timeout(5000),
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ to, reason: "chaos: failover a → b → a", force: true }),
+          signal: AbortSignal.timeout(5000),
         });
         if (res.status === 200) return;
         last = `${res.status} ${(await res.text()).slice(0, 200)}`;

@@ -18,7 +18,16 @@ export interface Snapshot {
   attempts: { job_id: string; number: number; epoch: string | null; outcome: string | null }[];
   /** Attempts still open (no outcome) on a job that is not running: nobody will ever close them. */
   openAttempts: { job_id: string; number: number; status: string }[];
-  schedules: { id: string; paused: boolean; paused_reason: string | null; next_fire_ms: number | null; misfired: number; generated: number; skipped: number; created_ms: number }[];
+  schedules: {
+    id: string;
+    paused: boolean;
+    paused_reason: string | null;
+    next_fire_ms: number | null;
+    misfired: number;
+    generated: number;
+    skipped: number;
+    created_ms: number;
+  }[];
   dbNow: number;
 }
 
@@ -101,7 +110,9 @@ function lostOrStranded({ snap, oneOffs, schedules, tEnd }: CheckInput): CheckRe
     if (TERMINAL.has(j.status) || originDue(j) > tEnd) continue;
     if (j.status === "scheduled" && !j.held && j.due_ms !== null && j.due_ms > snap.dbNow) continue;
     if (j.held && (activeBySchedule.get(j.schedule_id!) ?? 0) > 0) continue;
-    v.push(`${j.id} (${j.schedule_id ?? j.idempotency_key}): ${j.status}${j.held ? " held" : ""}, due ${iso(j.due_ms)}, due at creation ${iso(originDue(j))} (before the end ${iso(tEnd)}); last_error ${JSON.stringify(j.last_error)}`);
+    v.push(
+      `${j.id} (${j.schedule_id ?? j.idempotency_key}): ${j.status}${j.held ? " held" : ""}, due ${iso(j.due_ms)}, due at creation ${iso(originDue(j))} (before the end ${iso(tEnd)}); last_error ${JSON.stringify(j.last_error)}`,
+    );
   }
   for (const s of schedules.filter((s) => s.overlap === "allow")) {
     const nominals = new Set(snap.jobs.filter((j) => j.schedule_id === s.id && j.nominal_ms !== null).map((j) => j.nominal_ms!));
@@ -115,10 +126,14 @@ function lostOrStranded({ snap, oneOffs, schedules, tEnd }: CheckInput): CheckRe
     const missing: number[] = [];
     for (let t = first; t <= tEnd; t += s.stepMs) if (!nominals.has(t)) missing.push(t);
     const misfired = snap.schedules.find((r) => r.id === s.id)?.misfired ?? 0;
-    if (missing.length > misfired) v.push(`schedule ${s.id} (overlap allow): ${missing.length} occurrences missing (misfire counted ${misfired}): ${missing.slice(0, 5).map(iso).join(", ")}${missing.length > 5 ? ", …" : ""}`);
+    if (missing.length > misfired)
+      v.push(
+        `schedule ${s.id} (overlap allow): ${missing.length} occurrences missing (misfire counted ${misfired}): ${missing.slice(0, 5).map(iso).join(", ")}${missing.length > 5 ? ", …" : ""}`,
+      );
   }
   for (const s of snap.schedules) {
-    if (!s.paused && s.next_fire_ms !== null && s.next_fire_ms < snap.dbNow - 10_000) v.push(`schedule ${s.id}: generation stalled, next_fire_at ${iso(s.next_fire_ms)} is ${Math.round((snap.dbNow - s.next_fire_ms) / 1000)} s in the past`);
+    if (!s.paused && s.next_fire_ms !== null && s.next_fire_ms < snap.dbNow - 10_000)
+      v.push(`schedule ${s.id}: generation stalled, next_fire_at ${iso(s.next_fire_ms)} is ${Math.round((snap.dbNow - s.next_fire_ms) / 1000)} s in the past`);
   }
   return { name: "no job lost or stranded", violations: v };
 }
@@ -150,7 +165,8 @@ function earlyCalls({ snap, oneOffs }: CheckInput): CheckResult {
     let due = originDue(j);
     if (o?.delayMs != null) due = Math.max(due, j.created_ms + o.delayMs);
     if (o?.runAt != null) due = Math.max(due, o.runAt);
-    if (c.at < due) v.push(`${j.id} (${j.schedule_id ?? j.idempotency_key}): attempt ${c.attempt} arrived ${iso(c.at)}, ${due - c.at} ms before its due instant ${iso(due)}`);
+    if (c.at < due)
+      v.push(`${j.id} (${j.schedule_id ?? j.idempotency_key}): attempt ${c.attempt} arrived ${iso(c.at)}, ${due - c.at} ms before its due instant ${iso(due)}`);
   }
   return { name: "no call before due (database clock)", violations: v };
 }
@@ -200,7 +216,10 @@ function fencing({ snap }: CheckInput): CheckResult {
   for (const [id, calls] of byJob) {
     calls.sort((a, b) => a.attempt! - b.attempt!);
     for (let i = 1; i < calls.length; i++) {
-      if (calls[i]!.token! < calls[i - 1]!.token!) v.push(`${id}: attempt ${calls[i]!.attempt} carried token ${calls[i]!.token} after attempt ${calls[i - 1]!.attempt} carried ${calls[i - 1]!.token} (target)`);
+      if (calls[i]!.token! < calls[i - 1]!.token!)
+        v.push(
+          `${id}: attempt ${calls[i]!.attempt} carried token ${calls[i]!.token} after attempt ${calls[i - 1]!.attempt} carried ${calls[i - 1]!.token} (target)`,
+        );
     }
   }
   let prev: Snapshot["attempts"][number] | undefined;
@@ -232,7 +251,9 @@ function unaskedPauseOrExpiry({ snap, schedules }: CheckInput): CheckResult {
     }
     if (j.held) v.push(`${j.id} (${j.schedule_id} @ ${iso(j.nominal_ms)}): expired while held for the occurrence before it (${j.last_error})`);
     else if (j.finished_ms !== null && j.nominal_ms !== null && j.finished_ms < j.nominal_ms + (grace.get(j.schedule_id) ?? 0)) {
-      v.push(`${j.id} (${j.schedule_id} @ ${iso(j.nominal_ms)}): expired ${j.finished_ms - j.nominal_ms} ms after its nominal time, inside its ${grace.get(j.schedule_id)} ms grace (${j.last_error})`);
+      v.push(
+        `${j.id} (${j.schedule_id} @ ${iso(j.nominal_ms)}): expired ${j.finished_ms - j.nominal_ms} ms after its nominal time, inside its ${grace.get(j.schedule_id)} ms grace (${j.last_error})`,
+      );
     }
   }
   return { name: "no schedule paused nor occurrence expired unasked", violations: v };

@@ -79,14 +79,15 @@ export function lateness({ snap, oneOffs, schedules, windows }: LatenessInput): 
   const lateCreated: string[] = [];
   for (const j of snap.jobs) {
     const s = j.schedule_id ? spec.get(j.schedule_id) : undefined;
-    if (!s || s.overlap !== "allow" || j.nominal_ms === null) continue;
+    if (s?.overlap !== "allow" || j.nominal_ms === null) continue;
     if (overlaps(gen, j.nominal_ms, j.created_ms)) {
       createdExcluded++;
       continue;
     }
     const late = Math.max(0, j.created_ms - j.nominal_ms);
     created.push(late);
-    if (late > BOUNDS.creationMs) lateCreated.push(`${j.id} (${j.schedule_id} @ ${iso(j.nominal_ms)}): created ${late} ms after its nominal time, no fault excusing it`);
+    if (late > BOUNDS.creationMs)
+      lateCreated.push(`${j.id} (${j.schedule_id} @ ${iso(j.nominal_ms)}): created ${late} ms after its nominal time, no fault excusing it`);
   }
 
   // The first call of each job (by attempt number), against the due instant it was created with.
@@ -109,7 +110,10 @@ export function lateness({ snap, oneOffs, schedules, windows }: LatenessInput): 
     }
     const late = Math.max(0, f.at - due);
     called.push(late);
-    if (late > BOUNDS.callMs) lateCalled.push(`${j.id} (${j.schedule_id ?? j.idempotency_key}): attempt ${f.attempt} arrived ${late} ms after its due instant ${iso(due)}, no fault excusing it`);
+    if (late > BOUNDS.callMs)
+      lateCalled.push(
+        `${j.id} (${j.schedule_id ?? j.idempotency_key}): attempt ${f.attempt} arrived ${late} ms after its due instant ${iso(due)}, no fault excusing it`,
+      );
   }
   return {
     checks: [

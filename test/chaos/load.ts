@@ -35,9 +35,35 @@ export interface OneOff {
 const RETRY = { max_attempts: 8, base: "250ms", max: "2s" };
 
 export function scheduleSpecs(targetUrl: string, throttledUrl: string): ScheduleSpec[] {
-  const s = (id: string, cron: string, stepMs: number, overlap: ScheduleSpec["overlap"], misfire: ScheduleSpec["misfire"], graceMs: number, path: string, extra: Record<string, unknown> = {}, base = targetUrl): ScheduleSpec => ({
-    id, cron, stepMs, overlap, misfire, graceMs,
-    body: { id, cron, timezone: "UTC", overlap, misfire, misfire_grace: `${graceMs}ms`, retry: RETRY, timeout: "10s", target: { url: `${base}${path}` }, ...extra },
+  const s = (
+    id: string,
+    cron: string,
+    stepMs: number,
+    overlap: ScheduleSpec["overlap"],
+    misfire: ScheduleSpec["misfire"],
+    graceMs: number,
+    path: string,
+    extra: Record<string, unknown> = {},
+    base = targetUrl,
+  ): ScheduleSpec => ({
+    id,
+    cron,
+    stepMs,
+    overlap,
+    misfire,
+    graceMs,
+    body: {
+      id,
+      cron,
+      timezone: "UTC",
+      overlap,
+      misfire,
+      misfire_grace: `${graceMs}ms`,
+      retry: RETRY,
+      timeout: "10s",
+      target: { url: `${base}${path}` },
+      ...extra,
+    },
   });
   // A grace of 30 s is longer than any outage the faults cause, so the policies of these
   // schedules never ask for a miss; sec2-queue-slow's 3 s grace is shorter than the time its
@@ -110,8 +136,15 @@ export class Load {
         const offset = p.next() < 0.3 ? 0 : p.int(0, 8000);
         const byRunAt = p.next() < 0.3;
         const job: OneOff = {
-          key, kind, path, delayMs: byRunAt ? null : offset, runAt: byRunAt ? Date.now() + offset : null,
-          id: null, ackAt: null, tries: 0, rejected: null,
+          key,
+          kind,
+          path,
+          delayMs: byRunAt ? null : offset,
+          runAt: byRunAt ? Date.now() + offset : null,
+          id: null,
+          ackAt: null,
+          tries: 0,
+          rejected: null,
         };
         this.jobs.push(job);
         this.tasks.push(this.create(job));

@@ -48,7 +48,12 @@ export class ManagedProc {
   /** Whether its switched faults (switched-faults.ts) are armed: each start begins disarmed unless overridden. */
   faultsArmed = false;
 
-  constructor(readonly spec: ProcSpec, private readonly env: () => Record<string, string>, private readonly logDir: string, private readonly onUnexpected: (e: UnexpectedExit) => void) {}
+  constructor(
+    readonly spec: ProcSpec,
+    private readonly env: () => Record<string, string>,
+    private readonly logDir: string,
+    private readonly onUnexpected: (e: UnexpectedExit) => void,
+  ) {}
 
   get name(): string {
     return this.spec.name;

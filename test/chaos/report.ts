@@ -49,7 +49,11 @@ function faultRows(faults: FaultRecord[]): string[] {
     rows.push(`  ${pad(k, 24)}${lpad(injected, 9)}${lpad(skipped, 9)}${lpad(failed, 8)}`);
   }
   const why = [...new Set(faults.filter((f) => f.skipped).map((f) => `${f.kind}: ${f.skipped}`))];
-  return [...rows, ...why.map((w) => `  skipped ${w}`), ...faults.filter((f) => f.error).map((f) => `  failed ${f.kind} at +${((f.startedAt ?? 0) / 1000).toFixed(1)}s: ${f.error}`)];
+  return [
+    ...rows,
+    ...why.map((w) => `  skipped ${w}`),
+    ...faults.filter((f) => f.error).map((f) => `  failed ${f.kind} at +${((f.startedAt ?? 0) / 1000).toFixed(1)}s: ${f.error}`),
+  ];
 }
 
 function checkRows(checks: CheckResult[], maxListed: number): string[] {
@@ -64,11 +68,13 @@ function checkRows(checks: CheckResult[], maxListed: number): string[] {
 
 export function formatRound(r: RoundResult, maxListed = 10): string {
   const s = r.stats;
-  const status = Object.entries(s.byStatus).map(([k, n]) => `${k} ${n}`).join(", ");
+  const status = Object.entries(s.byStatus)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(", ");
   return [
     `── chaos round ${r.round}: seed ${r.seed} (replay: CHAOS_SEED=${r.seed}), ${(r.durationMs / 1000).toFixed(1)} s — ${violated(r) ? "VIOLATED" : "all invariants held"}`,
     ...faultRows(r.faults),
-    "  invariant" ,
+    "  invariant",
     ...checkRows(r.checks, maxListed),
     `  jobs ${s.jobs} (${status}); one-offs created ${s.oneOffs.created}, acknowledged ${s.oneOffs.acknowledged}, rejected ${s.oneOffs.rejected}`,
     `  calls ${s.calls} (refused 409 for a lower token ${s.refused409}, answered 429 ${s.throttled429}); jobs delivered more than once ${s.duplicateDeliveries}; attempts lost ${s.lostAttempts}`,

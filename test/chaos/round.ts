@@ -72,14 +72,19 @@ export async function runRound(o: RoundOptions): Promise<RoundResult> {
     const snap = await snapshot(cluster.db(), target.calls);
     checks = checkAll({ snap, oneOffs: load.jobs, schedules: load.schedules, tEnd });
     // The harness's own restarts at the end (a fault cut short) excuse lateness as a fault does.
-    const windows: Window[] = [...faultWindows(injector.records, t0), ...(restarted ? [{ kind: "restore" as const, procs: [], from: restoreFrom, to: Number.POSITIVE_INFINITY }] : [])];
+    const windows: Window[] = [
+      ...faultWindows(injector.records, t0),
+      ...(restarted ? [{ kind: "restore" as const, procs: [], from: restoreFrom, to: Number.POSITIVE_INFINITY }] : []),
+    ];
     const late = lateness({ snap, oneOffs: load.jobs, schedules: load.schedules, windows });
     checks.push(...late.checks);
     // A process the harness did not kill that died anyway (a database restart, a Redis outage
     // must be survived): the supervisor restarts it, but in production that is an outage.
     checks.push({
       name: "no process died unasked",
-      violations: cluster.unexpectedExits.map((e) => `${e.name} exit ${e.code} at ${new Date(e.at).toISOString()}: ${e.lastOutput.split("\n").pop()?.slice(0, 160)}`),
+      violations: cluster.unexpectedExits.map(
+        (e) => `${e.name} exit ${e.code} at ${new Date(e.at).toISOString()}: ${e.lastOutput.split("\n").pop()?.slice(0, 160)}`,
+      ),
     });
     const stats = { ...statsOf(snap, load, target, cluster), lateness: { creation: late.creation, call: late.call } };
     const bad = checks.some((c) => c.violations.length > 0);
@@ -171,7 +176,11 @@ async function settle(cluster: ChaosCluster, tEnd: number, settleMs: number, say
     }
     await Bun.sleep(500);
   }
-  say(left === 0 ? "settled: every job due before the end has finished" : `settle gave up after ${settleMs} ms: ${left} jobs (or schedules' generation) due before the end unfinished`);
+  say(
+    left === 0
+      ? "settled: every job due before the end has finished"
+      : `settle gave up after ${settleMs} ms: ${left} jobs (or schedules' generation) due before the end unfinished`,
+  );
 }
 
 function statsOf(snap: Awaited<ReturnType<typeof snapshot>>, load: Load, target: ChaosTarget, cluster: ChaosCluster): RoundStats {
@@ -188,14 +197,24 @@ function statsOf(snap: Awaited<ReturnType<typeof snapshot>>, load: Load, target:
     throttled429: snap.calls.filter((c) => c.status === 429).length,
     duplicateDeliveries: [...accepted.values()].filter((n) => n > 1).length,
     lostAttempts: snap.attempts.filter((a) => a.outcome === "lost").length,
-    unexpectedExits: cluster.unexpectedExits.map((e) => `${e.name} exit ${e.code} at ${new Date(e.at).toISOString()}: ${e.lastOutput.split("\n").pop()?.slice(0, 160)}`),
+    unexpectedExits: cluster.unexpectedExits.map(
+      (e) => `${e.name} exit ${e.code} at ${new Date(e.at).toISOString()}: ${e.lastOutput.split("\n").pop()?.slice(0, 160)}`,
+    ),
     async: { ...target.asyncStats },
   };
 }
 
 function emptyStats(cluster: ChaosCluster): RoundStats {
   return {
-    jobs: 0, byStatus: {}, oneOffs: { created: 0, acknowledged: 0, rejected: 0 }, calls: 0, refused409: 0, throttled429: 0,
-    duplicateDeliveries: 0, lostAttempts: 0, unexpectedExits: cluster.unexpectedExits.map((e) => `${e.name} exit ${e.code}`), async: { accepted: 0, completed: 0, stale: 0, gaveUp: 0 },
+    jobs: 0,
+    byStatus: {},
+    oneOffs: { created: 0, acknowledged: 0, rejected: 0 },
+    calls: 0,
+    refused409: 0,
+    throttled429: 0,
+    duplicateDeliveries: 0,
+    lostAttempts: 0,
+    unexpectedExits: cluster.unexpectedExits.map((e) => `${e.name} exit ${e.code}`),
+    async: { accepted: 0, completed: 0, stale: 0, gaveUp: 0 },
   };
 }

@@ -66,8 +66,7 @@ export class ChaosTarget {
 
   /** `api(path, body)`: POST to the home region's API (the caller knows the regions). */
   constructor(private readonly api: (path: string, body: unknown) => Promise<{ status: number } | null>) {
-    const serve = () =>
-      Bun.serve({ hostname: "127.0.0.1", port: 0, idleTimeout: 0, fetch: (req, server) => this.handle(req, server.port!) });
+    const serve = () => Bun.serve({ hostname: "127.0.0.1", port: 0, idleTimeout: 0, fetch: (req, server) => this.handle(req, server.port!) });
     this.servers = [serve(), serve()];
   }
 
@@ -104,9 +103,15 @@ export class ChaosTarget {
       } else if (flags.async) status = 202;
     }
     this.calls.push({
-      at, path, port, webhookId, key: h.get("idempotency-key"), token,
+      at,
+      path,
+      port,
+      webhookId,
+      key: h.get("idempotency-key"),
+      token,
       attempt: Number.isInteger(attempt) && attempt > 0 ? attempt : null,
-      nominal: h.get("scheduler-nominal-time"), status,
+      nominal: h.get("scheduler-nominal-time"),
+      status,
     });
     if (status === 409) return new Response("stale fencing token\n", { status });
     if (status === 429) return new Response("slow down\n", { status, headers: { "retry-after": "1" } });

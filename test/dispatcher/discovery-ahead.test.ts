@@ -37,7 +37,13 @@ for (const driver of DRIVERS) {
     let claimer: DueClaimer;
     const start = (aheadMaxAgeMs: number) =>
       (claimer = new DueClaimer({
-        db: t.db, planner: new DispatchPlanner(FLOW), prestageMs: 0, metrics: new Metrics(), log: silentLogger, clock: new DbClock(), aheadMaxAgeMs,
+        db: t.db,
+        planner: new DispatchPlanner(FLOW),
+        prestageMs: 0,
+        metrics: new Metrics(),
+        log: silentLogger,
+        clock: new DbClock(),
+        aheadMaxAgeMs,
         onDiscovery: (ids, ahead) => discoveries.push({ ids, ahead }),
         afterClaimReply: async () => {
           const h = hold;
@@ -63,7 +69,11 @@ for (const driver of DRIVERS) {
       await t.close();
     });
 
-    const seed = (n: number) => insertJobs(t.db, Array.from({ length: n }, (_, i) => newJob({ due_at: new Date(Date.now() - 60_000 + i) })));
+    const seed = (n: number) =>
+      insertJobs(
+        t.db,
+        Array.from({ length: n }, (_, i) => newJob({ due_at: new Date(Date.now() - 60_000 + i) })),
+      );
     const claim = (limit: number) => claimer.claim({ fence, limit, token: tokenOf(fence), ttlMs: 60_000 });
     /**
      * A claim whose reply is held once it has answered (the discovery ahead was sent beside

@@ -6,7 +6,6 @@ import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
 import { takeShards, tokenOf } from "../helpers/shards.ts";
 
-
 for (const driver of DRIVERS) {
   describe(`leases and fencing (${driver})`, () => {
     let t: TestDb;

@@ -22,7 +22,11 @@ describe("sharded dispatch: three dispatcher processes, kill, join, pause (postg
   let db: Db;
   let apiProc: Proc;
   const env = (): Record<string, string> => ({
-    DATABASE_URL: url, SCHEDULER_LEADER_TTL: `${TTL_MS}ms`, SCHEDULER_LEASE_TTL: "3s", SCHEDULER_SHARDS: String(SHARDS), LOG_LEVEL: "info",
+    DATABASE_URL: url,
+    SCHEDULER_LEADER_TTL: `${TTL_MS}ms`,
+    SCHEDULER_LEASE_TTL: "3s",
+    SCHEDULER_SHARDS: String(SHARDS),
+    LOG_LEVEL: "info",
   });
   const created: string[] = [];
   let feeding = true;
@@ -45,7 +49,8 @@ describe("sharded dispatch: three dispatcher processes, kill, join, pause (postg
     await dropDatabase(url);
   });
 
-  const cluster = async () => (await api(apiProc.url, "GET", "/v1/cluster")).body as { shard_owners: Record<string, number>; shards: { shard: number; owner: string | null }[] };
+  const cluster = async () =>
+    (await api(apiProc.url, "GET", "/v1/cluster")).body as { shard_owners: Record<string, number>; shards: { shard: number; owner: string | null }[] };
   const pidOf = (owner: string) => Number(owner.split("/")[1]);
   /** Whether the shards are spread over exactly these processes, evenly (±1), none free. */
   const balancedOver = async (ps: Proc[]) => {
@@ -64,7 +69,10 @@ describe("sharded dispatch: three dispatcher processes, kill, join, pause (postg
     // Steady load: 10 jobs every 100 ms, each due within the next half second.
     feeder = (async () => {
       while (feeding) {
-        const jobs = Array.from({ length: 10 }, () => ({ run_at: new Date(Date.now() + Math.floor(Math.random() * 500)).toISOString(), target: { url: `${target.url}/j` } }));
+        const jobs = Array.from({ length: 10 }, () => ({
+          run_at: new Date(Date.now() + Math.floor(Math.random() * 500)).toISOString(),
+          target: { url: `${target.url}/j` },
+        }));
         const r = await api(apiProc.url, "POST", "/v1/jobs/batch", { jobs }).catch(() => undefined);
         for (const j of r?.body?.jobs ?? []) if (j.id) created.push(j.id);
         await Bun.sleep(100);
@@ -95,10 +103,14 @@ describe("sharded dispatch: three dispatcher processes, kill, join, pause (postg
     feeding = false;
     await feeder;
     expect(created.length).toBeGreaterThan(200);
-    await eventually(async () => {
-      const [r] = await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status <> 'succeeded'");
-      return Number(r!.n) === 0;
-    }, 20_000, "every job to succeed");
+    await eventually(
+      async () => {
+        const [r] = await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status <> 'succeeded'");
+        return Number(r!.n) === 0;
+      },
+      20_000,
+      "every job to succeed",
+    );
 
     // Exactly once: one attempt per job, one call per webhook-id.
     const [att] = await db.query<{ jobs: string; attempts: string }>("SELECT count(DISTINCT job_id) AS jobs, count(*) AS attempts FROM attempts");
@@ -111,7 +123,9 @@ describe("sharded dispatch: three dispatcher processes, kill, join, pause (postg
     // No overlap: in each shard, in claim order (queued_at, the claim's transaction time),
     // the fencing token never goes down. A stale holder claiming after a handoff would.
     const rows = await db.query<{ shard: number; epoch: string; queued_at: Date }>(
-      "SELECT (slot * $1::int / 4096) AS shard, epoch, queued_at FROM jobs ORDER BY 1, queued_at, epoch", [SHARDS]);
+      "SELECT (slot * $1::int / 4096) AS shard, epoch, queued_at FROM jobs ORDER BY 1, queued_at, epoch",
+      [SHARDS],
+    );
     let violations = 0;
     const seen = new Map<number, number[]>();
     for (let i = 1; i < rows.length; i++) {

@@ -62,7 +62,9 @@ for (const driver of DRIVERS) {
       for (let i = 0; i < 2; i++) await insertDead(t.db, { tenant: "beta" }, { at: new Date(base + i * 1000) });
       await insertJob(t.db, { tenant: "acme" }); // scheduled, not dead
 
-      const orderOf = (await t.db.query<{ id: string }>("SELECT id FROM jobs WHERE tenant = 'acme' AND status = 'dead' ORDER BY finished_at, id")).map((r) => r.id);
+      const orderOf = (await t.db.query<{ id: string }>("SELECT id FROM jobs WHERE tenant = 'acme' AND status = 'dead' ORDER BY finished_at, id")).map(
+        (r) => r.id,
+      );
       expect([...orderOf].sort()).toEqual([...acme].sort());
       for (const h of [RD, ADM]) {
         const items = await pageAll("/v1/dlq?", h, 2);
@@ -70,7 +72,16 @@ for (const driver of DRIVERS) {
       }
       const items = await pageAll("/v1/dlq?", RD, 100);
       const first = items.find((j) => j.id === acme[0])!;
-      expect(first).toMatchObject({ tenant: "acme", status: "dead", reason: "permanent", attempts: 1, replays: 0, quarantined: false, failure_signature: "permanent:400", same_failure_count: 1 });
+      expect(first).toMatchObject({
+        tenant: "acme",
+        status: "dead",
+        reason: "permanent",
+        attempts: 1,
+        replays: 0,
+        quarantined: false,
+        failure_signature: "permanent:400",
+        same_failure_count: 1,
+      });
       expect(first.dead_at).toBe(new Date(base).toISOString());
       expect(first.target.url).toBe("https://example.com/hook");
       expect(items.find((j) => j.id === acme[5])).toMatchObject({ quarantined: true, replays: 3, same_failure_count: 4 });
@@ -86,7 +97,9 @@ for (const driver of DRIVERS) {
       expect(await ids("reason=permanent:4")).toEqual([acme[0], acme[1], acme[2], acme[3], acme[5]].sort());
       expect(await ids("schedule_id=nightly")).toEqual([acme[1]]);
       expect(await ids("quarantined=true")).toEqual([acme[5]]);
-      expect(await ids(`dead_after=${new Date(base + 2000).toISOString()}&dead_before=${new Date(base + 4000).toISOString()}`)).toEqual([acme[2], acme[3]].sort());
+      expect(await ids(`dead_after=${new Date(base + 2000).toISOString()}&dead_before=${new Date(base + 4000).toISOString()}`)).toEqual(
+        [acme[2], acme[3]].sort(),
+      );
       expectError(await api(rt, "GET", "/v1/dlq?cursor=bm9wZQ", undefined, RD), 400, "cursor");
       expectError(await api(rt, "GET", "/v1/dlq?quarantined=yes", undefined, RD), 400, "quarantined");
       expectError(await api(rt, "GET", "/v1/dlq?dead_after=yesterday", undefined, RD), 400, "dead_after");
@@ -116,7 +129,17 @@ for (const driver of DRIVERS) {
       expect(r.status).toBe(200);
       expect(r.body).toMatchObject({ id: dead, status: "scheduled", version: before.version + 1, replays: 1, attempts: 1, dead_reason: null });
       const after = await row(t.db, dead);
-      expect(after).toMatchObject({ status: "scheduled", tries: 0, calls: 1, replay: true, catchup: false, replays: 1, dead_signature: "permanent:400", dead_streak: 1, finished_at: null });
+      expect(after).toMatchObject({
+        status: "scheduled",
+        tries: 0,
+        calls: 1,
+        replay: true,
+        catchup: false,
+        replays: 1,
+        dead_signature: "permanent:400",
+        dead_streak: 1,
+        finished_at: null,
+      });
       expect(Math.abs(after.due_at.getTime() - Date.now())).toBeLessThan(5000);
       // Replayed: no longer in the DLQ, and a second replay is refused.
       expect((await pageAll("/v1/dlq?", ADM, 100)).some((j) => j.id === dead)).toBe(false);
@@ -124,7 +147,12 @@ for (const driver of DRIVERS) {
       const audit = await auditRows(t.db, "action = 'dlq.replayed' AND object_id = $1", [dead]);
       expect(audit.length).toBe(1);
       expect(audit[0]).toMatchObject({ actor: actorOf("adm", "acme"), tenant: "acme", reason: "fixed the endpoint" });
-      expect(audit[0].details).toMatchObject({ mode: "single", force: false, replays: 1, previous: { dead_reason: "permanent", failure_signature: "permanent:400", quarantined: false } });
+      expect(audit[0].details).toMatchObject({
+        mode: "single",
+        force: false,
+        replays: 1,
+        previous: { dead_reason: "permanent", failure_signature: "permanent:400", quarantined: false },
+      });
     });
 
     test("not replayable: unknown schema version, missing payload, expired, refused target → 422 naming why; quarantined → 409 unless force", async () => {
@@ -134,7 +162,10 @@ for (const driver of DRIVERS) {
       const payload = await insertDead(t.db, { tenant: "t-check" });
       await t.db.query(`UPDATE jobs SET target = '{"method":"POST"}'::jsonb WHERE id = $1`, [payload]);
       const expired = await insertDead(t.db, { tenant: "t-check", expires_at: new Date(Date.now() - 1000) });
-      const loopback = await insertDead(t.db, { tenant: "t-check", target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false } });
+      const loopback = await insertDead(t.db, {
+        tenant: "t-check",
+        target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
+      });
       const poison = await insertDead(t.db, { tenant: "t-check" }, { streak: 4, replays: 3 });
 
       const code = async (rtx: Runtime, id: string, status: number, b: object = body) => {
@@ -165,16 +196,20 @@ for (const driver of DRIVERS) {
         await insertDead(t.db, { tenant: "t-dry" }, { at: new Date(Date.now() - 2000), schemaVersion: 7 }),
         await insertDead(t.db, { tenant: "t-dry" }, { at: new Date(Date.now() - 1000) }),
       ];
-      const snapshot = async () => JSON.stringify({
-        jobs: await t.db.query("SELECT * FROM jobs WHERE tenant = 't-dry' ORDER BY id"),
-        audit: await t.db.query("SELECT count(*)::int AS n FROM audit_log WHERE action LIKE 'dlq.%'"),
-        pace: await t.db.query("SELECT * FROM dlq_replay_pace"),
-      });
+      const snapshot = async () =>
+        JSON.stringify({
+          jobs: await t.db.query("SELECT * FROM jobs WHERE tenant = 't-dry' ORDER BY id"),
+          audit: await t.db.query("SELECT count(*)::int AS n FROM audit_log WHERE action LIKE 'dlq.%'"),
+          pace: await t.db.query("SELECT * FROM dlq_replay_pace"),
+        });
       const before = await snapshot();
       const r = await api(rt, "POST", "/v1/dlq/replay", { filter: { tenant: "t-dry" }, rate_per_sec: 1000, dry_run: true }, ROOT);
       expect(r.status).toBe(200);
       expect(r.body).toMatchObject({ dry_run: true, count: 2, job_ids: [ids[0], ids[3]], rate_per_sec: 20, truncated: false, next_cursor: null });
-      expect(r.body.skipped.map((s: any) => [s.id, s.code])).toEqual([[ids[1], "quarantined"], [ids[2], "schema_version_unsupported"]]);
+      expect(r.body.skipped.map((s: any) => [s.id, s.code])).toEqual([
+        [ids[1], "quarantined"],
+        [ids[2], "schema_version_unsupported"],
+      ]);
       expect(r.body.skipped[0].message).toContain("force");
       // Capped by SCHEDULER_CATCHUP_RATE=20: 50 ms apart.
       expect(new Date(r.body.last_due_at).getTime() - new Date(r.body.first_due_at).getTime()).toBe(50);
@@ -198,7 +233,13 @@ for (const driver of DRIVERS) {
       let cursor: string | undefined;
       const counts: number[] = [];
       for (let i = 0; i < 5; i++) {
-        const r = await api(rt, "POST", "/v1/dlq/replay", { filter: { tenant: "t-bulk" }, rate_per_sec: 2, limit: 2, reason: "downstream is back", ...(cursor ? { cursor } : {}) }, ROOT);
+        const r = await api(
+          rt,
+          "POST",
+          "/v1/dlq/replay",
+          { filter: { tenant: "t-bulk" }, rate_per_sec: 2, limit: 2, reason: "downstream is back", ...(cursor ? { cursor } : {}) },
+          ROOT,
+        );
         expect(r.status).toBe(200);
         counts.push(r.body.count);
         seen.push(...r.body.job_ids);
@@ -208,7 +249,9 @@ for (const driver of DRIVERS) {
       }
       expect(counts).toEqual([2, 2, 1]);
       expect(seen).toEqual(ids);
-      const rows = await t.db.query<{ id: string; due_at: Date; scheduled_for: Date; status: string; replay: boolean }>("SELECT id, due_at, scheduled_for, status, replay FROM jobs WHERE tenant = 't-bulk' ORDER BY due_at");
+      const rows = await t.db.query<{ id: string; due_at: Date; scheduled_for: Date; status: string; replay: boolean }>(
+        "SELECT id, due_at, scheduled_for, status, replay FROM jobs WHERE tenant = 't-bulk' ORDER BY due_at",
+      );
       expect(rows.map((r) => r.id)).toEqual(ids);
       for (const r of rows) expect(r).toMatchObject({ status: "scheduled", replay: true });
       // 500 ms apart, including across the three calls (the pace is kept in the database).
@@ -223,7 +266,11 @@ for (const driver of DRIVERS) {
       expect(summaries[0]).toMatchObject({ reason: "downstream is back", tenant: null });
       expect(summaries[0].details).toMatchObject({ filter: { tenant: "t-bulk" }, rate_per_sec: 2, truncated: true });
       // The route wrote its own rows: no generic admin.request row for these calls.
-      expect(await auditRows(t.db, "action = 'admin.request' AND details->>'path' = '/v1/dlq/replay' AND (details->>'status')::int = 200 AND id > $1", [summaries[0].id])).toHaveLength(0);
+      expect(
+        await auditRows(t.db, "action = 'admin.request' AND details->>'path' = '/v1/dlq/replay' AND (details->>'status')::int = 200 AND id > $1", [
+          summaries[0].id,
+        ]),
+      ).toHaveLength(0);
     });
 
     test("audit log: replay, cancel, failover and admin-scope requests are written once each, with who and why; newest first, paged; a tenant admin sees its tenant only", async () => {
@@ -249,7 +296,10 @@ for (const driver of DRIVERS) {
       expect(of("dlq.replayed", dead)).toHaveLength(1);
       expect(of("job.cancelled", j1)).toEqual([expect.objectContaining({ actor: actorOf("wr", "acme"), reason: "not needed", tenant: "acme" })]);
       expect(of("job.cancelled", j2)).toEqual([expect.objectContaining({ actor: actorOf("adm", "acme"), reason: "duplicate" })]);
-      expect(of("cluster.failover").map((r) => [r.actor, r.reason])).toEqual([[actorOf("root", "*"), "drill"], [actorOf("root", "*"), "drill over"]]);
+      expect(of("cluster.failover").map((r) => [r.actor, r.reason])).toEqual([
+        [actorOf("root", "*"), "drill"],
+        [actorOf("root", "*"), "drill over"],
+      ]);
       const reqs = of("admin.request").map((r) => [r.actor, r.details.method, r.details.path, r.details.status]);
       // One row for the admin read and one for the refused replay; none for the requests that
       // wrote their own row (replay, cancel, failover) and none for the plain jobs:read/jobs:write ones.
@@ -276,7 +326,11 @@ for (const driver of DRIVERS) {
       for (let i = 1; i < ids.length; i++) expect(ids[i]).toBeLessThan(ids[i - 1]);
       const inDb = (await t.db.query<{ id: string }>("SELECT id FROM audit_log WHERE id <= $1 ORDER BY id DESC", [top])).map((r) => Number(r.id));
       expect(ids).toEqual(inDb);
-      expect(all.find((a) => a.action === "dlq.replayed" && a.object_id === dead)).toMatchObject({ actor: actorOf("adm", "acme"), tenant: "acme", reason: "bug fixed" });
+      expect(all.find((a) => a.action === "dlq.replayed" && a.object_id === dead)).toMatchObject({
+        actor: actorOf("adm", "acme"),
+        tenant: "acme",
+        reason: "bug fixed",
+      });
       expect(typeof all[0].at).toBe("string");
 
       const mine = await api(rt, "GET", "/v1/audit?limit=1000", undefined, ADM);

@@ -62,7 +62,12 @@ for (const driver of DRIVERS) {
       const ids = job.attempt_log.map((a: any) => a.attempt_id);
       expect(ids.slice(0, 2)).toEqual(before);
       expect(new Set(ids).size).toBe(4);
-      expect(job.attempt_log.map((a: any) => [a.number, a.http_status])).toEqual([[1, 500], [2, 500], [3, 500], [4, 200]]);
+      expect(job.attempt_log.map((a: any) => [a.number, a.http_status])).toEqual([
+        [1, 500],
+        [2, 500],
+        [3, 500],
+        [4, 200],
+      ]);
       const calls = target.callsTo("/once");
       expect(calls.map((c) => c.headers["scheduler-attempt"])).toEqual(["1", "2", "3", "4"]);
       expect(calls.map((c) => c.headers["webhook-id"])).toEqual([id, id, id, id]);
@@ -80,9 +85,22 @@ for (const driver of DRIVERS) {
       for (let i = 1; i <= 3; i++) {
         const r = await api(rt, "POST", `/v1/dlq/${id}/replay`, { reason: `try ${i}` });
         expect(r.status).toBe(200);
-        await eventually(async () => { const j = await row(t.db, id); return j.status === "dead" && j.replays === i; }, 10_000, `death ${i + 1}`);
+        await eventually(
+          async () => {
+            const j = await row(t.db, id);
+            return j.status === "dead" && j.replays === i;
+          },
+          10_000,
+          `death ${i + 1}`,
+        );
       }
-      expect(await dlqItem(id)).toMatchObject({ reason: "permanent", failure_signature: "permanent:400", same_failure_count: 4, replays: 3, quarantined: true });
+      expect(await dlqItem(id)).toMatchObject({
+        reason: "permanent",
+        failure_signature: "permanent:400",
+        same_failure_count: 4,
+        replays: 3,
+        quarantined: true,
+      });
       const refused = await api(rt, "POST", `/v1/dlq/${id}/replay`, { reason: "again" });
       expect(refused.status).toBe(409);
       expect(refused.body.error.code).toBe("quarantined");
@@ -111,12 +129,18 @@ for (const driver of DRIVERS) {
         plans.set(`/rate/${i}`, [400, 200]);
         ids.push(await create(`/rate/${i}`, { tenant: "rate" }));
       }
-      await eventually(async () => Number((await t.db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE tenant = 'rate' AND status = 'dead'"))[0].n) === 10, 10_000, "10 dead");
+      await eventually(
+        async () => Number((await t.db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE tenant = 'rate' AND status = 'dead'"))[0].n) === 10,
+        10_000,
+        "10 dead",
+      );
       const r = await api(rt, "POST", "/v1/dlq/replay", { filter: { tenant: "rate" }, rate_per_sec: 5, reason: "downstream fixed" });
       expect(r.status).toBe(200);
       expect(r.body.count).toBe(10);
       expect(new Date(r.body.last_due_at).getTime() - new Date(r.body.first_due_at).getTime()).toBe(1800);
-      const dues = new Map((await t.db.query<{ id: string; due_at: Date }>("SELECT id, due_at FROM jobs WHERE tenant = 'rate'")).map((x) => [x.id, x.due_at.getTime()]));
+      const dues = new Map(
+        (await t.db.query<{ id: string; due_at: Date }>("SELECT id, due_at FROM jobs WHERE tenant = 'rate'")).map((x) => [x.id, x.due_at.getTime()]),
+      );
       const sorted = [...dues.values()].sort((a, b) => a - b);
       for (let i = 1; i < sorted.length; i++) expect(Math.abs(sorted[i] - sorted[i - 1] - 200)).toBeLessThanOrEqual(1);
 

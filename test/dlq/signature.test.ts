@@ -28,17 +28,39 @@ for (const driver of DRIVERS) {
            lease_until = CASE WHEN $3 THEN now() - interval '1 minute' ELSE now() + interval '1 minute' END WHERE id = $1`,
         [id, opts.cancel ?? false, opts.leaseGone ?? false],
       );
-      await t.db.query("INSERT INTO attempts (id, job_id, number, lease_generation, worker, started_at) VALUES ($1, $2, $3, $4, 'W', now())", [attemptId, id, j.calls + 1, j.lease_generation + 1]);
+      await t.db.query("INSERT INTO attempts (id, job_id, number, lease_generation, worker, started_at) VALUES ($1, $2, $3, $4, 'W', now())", [
+        attemptId,
+        id,
+        j.calls + 1,
+        j.lease_generation + 1,
+      ]);
       return { gen: j.lease_generation + 1, attemptId };
     };
     const fail = (id: string, gen: number, attemptId: string, http: number | null, outcome: string, deadReason: string): Completion => ({
-      job_id: id, gen, attempt_id: attemptId, outcome, http_status: http, error: "x", possibly_delivered: false,
-      started_at: new Date(), finished_at: new Date(), next_status: "dead", next_delay_ms: null, last_error: "x",
-      counts_try: true, throttle_until: null, dead_reason: deadReason,
+      job_id: id,
+      gen,
+      attempt_id: attemptId,
+      outcome,
+      http_status: http,
+      error: "x",
+      possibly_delivered: false,
+      started_at: new Date(),
+      finished_at: new Date(),
+      next_status: "dead",
+      next_delay_ms: null,
+      last_error: "x",
+      counts_try: true,
+      throttle_until: null,
+      dead_reason: deadReason,
     });
     const replay = async (id: string) => {
       const j = await row(t.db, id);
-      const [r] = await replayDead(t.db, { items: [{ id, version: j.version, offsetMs: 0 }], paceStepMs: null, tenant: null, audit: (x) => ({ actor: "test", tenant: x.tenant, action: "dlq.replayed", objectId: x.id, reason: null }) });
+      const [r] = await replayDead(t.db, {
+        items: [{ id, version: j.version, offsetMs: 0 }],
+        paceStepMs: null,
+        tenant: null,
+        audit: (x) => ({ actor: "test", tenant: x.tenant, action: "dlq.replayed", objectId: x.id, reason: null }),
+      });
       expect(r.status).toBe("scheduled");
     };
 

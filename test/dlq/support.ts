@@ -18,7 +18,11 @@ export interface Death {
  * failure signature, finished_at, one call made): for API tests that need no deliveries.
  */
 export async function insertDead(db: Db, over: Partial<NewJob> = {}, d: Death = {}) {
-  const job = await insertJob(db, { due_at: new Date(Date.now() - 60_000), target: { url: "https://example.com/hook", method: "POST", headers: {}, body: '{"a":1}', json: true }, ...over });
+  const job = await insertJob(db, {
+    due_at: new Date(Date.now() - 60_000),
+    target: { url: "https://example.com/hook", method: "POST", headers: {}, body: '{"a":1}', json: true },
+    ...over,
+  });
   const reason = d.reason ?? "permanent";
   await db.query(
     `UPDATE jobs SET status = 'dead', dead_reason = $2, dead_signature = $3, dead_streak = $4, replays = $5,

@@ -54,13 +54,18 @@ describe("exactly-once effects, end to end (postgres, real processes)", () => {
     return r.body.id as string;
   };
   const succeeded = (id: string) =>
-    eventually(async () => {
-      const j = (await api(apiProc.url, "GET", `/v1/jobs/${id}`)).body;
-      return j.status === "succeeded" ? j : undefined;
-    }, 45_000, `job ${id} to succeed`);
+    eventually(
+      async () => {
+        const j = (await api(apiProc.url, "GET", `/v1/jobs/${id}`)).body;
+        return j.status === "succeeded" ? j : undefined;
+      },
+      45_000,
+      `job ${id} to succeed`,
+    );
   const counts = async (id: string) => {
     const [e] = await rsql`SELECT count(*)::int AS n FROM effects WHERE webhook_id = ${id}`;
-    const [c] = await rsql`SELECT count(*) FILTER (WHERE kind = 'call')::int AS calls, count(*) FILTER (WHERE kind = 'verify')::int AS verifies FROM calls WHERE webhook_id = ${id}`;
+    const [c] =
+      await rsql`SELECT count(*) FILTER (WHERE kind = 'call')::int AS calls, count(*) FILTER (WHERE kind = 'verify')::int AS verifies FROM calls WHERE webhook_id = ${id}`;
     return { effects: e.n as number, calls: c.calls as number, verifies: c.verifies as number };
   };
 

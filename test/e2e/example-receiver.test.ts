@@ -12,7 +12,7 @@ import { eventually } from "../helpers/target.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const OLD = "whsec_" + Buffer.from("the-previous-key-being-rotated!!").toString("base64");
+const OLD = `whsec_${Buffer.from("the-previous-key-being-rotated!!").toString("base64")}`;
 
 describe("the README's receiver, run as it is (postgres)", () => {
   let t: TestDb;
@@ -29,10 +29,20 @@ describe("the README's receiver, run as it is (postgres)", () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
     proc = Bun.spawn([process.execPath, join(ROOT, "examples/receiver.ts")], {
-      cwd: ROOT, stdout: "inherit", stderr: "inherit",
+      cwd: ROOT,
+      stdout: "inherit",
+      stderr: "inherit",
       env: { PATH: process.env.PATH ?? "", DATABASE_URL: receiverDb, WEBHOOK_SECRET: `${OLD} ${SECRET}`, PORT: String(port) },
     });
-    await eventually(() => fetch(url).then((r) => r.status === 400, () => false), 20_000, "the example receiver to serve");
+    await eventually(
+      () =>
+        fetch(url).then(
+          (r) => r.status === 400,
+          () => false,
+        ),
+      20_000,
+      "the example receiver to serve",
+    );
     rsql = postgres(receiverDb, { max: 1, onnotice: () => {} });
   }, 60_000);
   afterAll(async () => {
@@ -47,9 +57,9 @@ describe("the README's receiver, run as it is (postgres)", () => {
   test("the README shows examples/receiver.ts verbatim", async () => {
     const readme = await Bun.file(join(ROOT, "README.md")).text();
     const example = await Bun.file(join(ROOT, "examples/receiver.ts")).text();
-    expect(readme).toContain("```ts\n" + example + "```");
+    expect(readme).toContain(`\`\`\`ts\n${example}\`\`\``);
     // The client example too (tsc type-checks examples/ against the generated types).
-    expect(readme).toContain("```ts\n" + (await Bun.file(join(ROOT, "examples/client.ts")).text()) + "```");
+    expect(readme).toContain(`\`\`\`ts\n${await Bun.file(join(ROOT, "examples/client.ts")).text()}\`\`\``);
     expect(example.split("\n").filter((l) => l.trim() && !l.trim().startsWith("//")).length).toBeLessThanOrEqual(22);
   });
 
@@ -64,15 +74,25 @@ describe("the README's receiver, run as it is (postgres)", () => {
       await eventually(async () => (await api(rt, "GET", `/v1/jobs/${id}`)).body.status === "succeeded", 20_000, `job ${id}`);
     }
     const charges = await rsql`SELECT webhook_id, amount FROM charges ORDER BY amount`;
-    expect(charges.map((c) => [c.webhook_id, c.amount])).toEqual([[ids[0], 5], [ids[1], 7], [ids[2], 11]]);
+    expect(charges.map((c) => [c.webhook_id, c.amount])).toEqual([
+      [ids[0], 5],
+      [ids[1], 7],
+      [ids[2], 11],
+    ]);
 
     // A repeat of the first job's call (as a retry would send it, signed with the old key).
     const body = JSON.stringify({ amount: 5 });
     const call = (token: string) => {
       const at = new Date();
       return fetch(`${url}/hook`, {
-        method: "POST", body,
-        headers: { "webhook-id": ids[0], "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": new Webhook(OLD).sign(ids[0], at, body), "scheduler-fencing-token": token },
+        method: "POST",
+        body,
+        headers: {
+          "webhook-id": ids[0],
+          "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+          "webhook-signature": new Webhook(OLD).sign(ids[0], at, body),
+          "scheduler-fencing-token": token,
+        },
       });
     };
     const job = (await api(rt, "GET", `/v1/jobs/${ids[0]}`)).body;
@@ -84,7 +104,9 @@ describe("the README's receiver, run as it is (postgres)", () => {
 
     const ask = (id: string) => {
       const at = new Date();
-      return fetch(`${url}/hook`, { headers: { "webhook-id": id, "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": new Webhook(SECRET).sign(id, at, "") } });
+      return fetch(`${url}/hook`, {
+        headers: { "webhook-id": id, "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": new Webhook(SECRET).sign(id, at, "") },
+      });
     };
     expect(await (await ask(ids[1])).json()).toMatchObject({ processed: true });
     expect((await ask(crypto.randomUUID())).status).toBe(404);

@@ -21,8 +21,13 @@ describe("region failover A → B with a stale call replayed (postgres, real pro
   let receiver: SupervisedReceiver;
   const procs: Proc[] = [];
   const env = () => ({
-    DATABASE_URL: schedulerDb, SCHEDULER_SIGNING_SECRET: SECRET, HOME_REGION: "a", SCHEDULER_AUTO_FAILOVER: "0",
-    SCHEDULER_LEASE_TTL: "2s", SCHEDULER_LEADER_TTL: "1s", SCHEDULER_AUTHORITY_TTL: "1s",
+    DATABASE_URL: schedulerDb,
+    SCHEDULER_SIGNING_SECRET: SECRET,
+    HOME_REGION: "a",
+    SCHEDULER_AUTO_FAILOVER: "0",
+    SCHEDULER_LEASE_TTL: "2s",
+    SCHEDULER_LEADER_TTL: "1s",
+    SCHEDULER_AUTHORITY_TTL: "1s",
   });
 
   beforeAll(async () => {
@@ -67,10 +72,14 @@ describe("region failover A → B with a stale call replayed (postgres, real pro
     const moved = await api(b.url, "POST", "/v1/cluster/failover", { to: "b", reason: "region a lost" });
     expect(moved.status).toBe(200);
     const done = async (id: string) =>
-      eventually(async () => {
-        const j = (await api(b.url, "GET", `/v1/jobs/${id}`)).body;
-        return j.status === "succeeded" ? j : undefined;
-      }, 45_000, `job ${id} to succeed in region b`);
+      eventually(
+        async () => {
+          const j = (await api(b.url, "GET", `/v1/jobs/${id}`)).body;
+          return j.status === "succeeded" ? j : undefined;
+        },
+        45_000,
+        `job ${id} to succeed in region b`,
+      );
     const plainJob = await done(plain);
     const verifiedJob = await done(verified);
     expect(plainJob.attempt_log[0]).toMatchObject({ outcome: "lost", possibly_delivered: true });

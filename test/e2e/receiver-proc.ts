@@ -14,7 +14,11 @@ export class SupervisedReceiver {
   private up: Promise<void> = Promise.resolve();
   stderr = "";
 
-  constructor(private readonly script: string, readonly port: number, private readonly env: Record<string, string>) {}
+  constructor(
+    private readonly script: string,
+    readonly port: number,
+    private readonly env: Record<string, string>,
+  ) {}
 
   get url(): string {
     return `http://127.0.0.1:${this.port}`;
@@ -36,7 +40,9 @@ export class SupervisedReceiver {
     const p = Bun.spawn([process.execPath, join(ROOT, this.script)], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...this.env, PORT: String(this.port) },
-      stdin: "ignore", stdout: "pipe", stderr: "pipe",
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
     });
     this.proc = p;
     (async () => {
@@ -55,7 +61,12 @@ export class SupervisedReceiver {
       if (this.stopping || this.proc !== p) return;
       this.up = this.spawn();
     });
-    await Promise.race([serving, Bun.sleep(20_000).then(() => { throw new Error(`receiver did not start: ${this.stderr.slice(-500)}`); })]);
+    await Promise.race([
+      serving,
+      Bun.sleep(20_000).then(() => {
+        throw new Error(`receiver did not start: ${this.stderr.slice(-500)}`);
+      }),
+    ]);
   }
 
   async stop(): Promise<void> {

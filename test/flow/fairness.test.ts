@@ -14,7 +14,6 @@ for (const driver of DRIVERS) {
     let t: TestDb | undefined;
     let rt: Runtime | undefined;
     let target: Target | undefined;
-    let inFlight = 0;
     let maxInFlightByTenant: Record<string, number> = {};
     const nowInFlight: Record<string, number> = {};
 
@@ -30,11 +29,9 @@ for (const driver of DRIVERS) {
     function slowTarget(ms: number): Target {
       return new Target(async (r) => {
         const tenant = r.path.split("/")[1]!;
-        inFlight++;
         nowInFlight[tenant] = (nowInFlight[tenant] ?? 0) + 1;
         maxInFlightByTenant[tenant] = Math.max(maxInFlightByTenant[tenant] ?? 0, nowInFlight[tenant]!);
         await Bun.sleep(ms);
-        inFlight--;
         nowInFlight[tenant]!--;
         return new Response("ok");
       });
@@ -48,7 +45,10 @@ for (const driver of DRIVERS) {
       for (let i = 0; i < jobs.length; i += 1000) {
         const res = await api(r, "POST", "/v1/jobs/batch", {
           jobs: jobs.slice(i, i + 1000).map((j) => ({
-            tenant: j.tenant, priority: j.priority ?? 0, run_at: new Date(j.runAt).toISOString(), target: { url: `${target!.url}/${j.tenant}/${j.path}` },
+            tenant: j.tenant,
+            priority: j.priority ?? 0,
+            run_at: new Date(j.runAt).toISOString(),
+            target: { url: `${target!.url}/${j.tenant}/${j.path}` },
           })),
         });
         expect(res.status).toBe(200);
@@ -83,11 +83,15 @@ for (const driver of DRIVERS) {
         ...Array.from({ length: 6 }, (_, i) => ({ tenant: "quiet", path: `${i}`, runAt: due + 300 })),
       ]);
       // Backpressure is visible per tenant (a bounded label set: top tenants + "other").
-      const backlog = await eventually(async () => {
-        const text = await (await fetch(`${r.url}/metrics`)).text();
-        const m = /scheduler_tenant_due_backlog\{tenant="flood"\} (\d+)/.exec(text);
-        return m && Number(m[1]) > 0 ? text : undefined;
-      }, 5000, "a flood backlog in /metrics");
+      const backlog = await eventually(
+        async () => {
+          const text = await (await fetch(`${r.url}/metrics`)).text();
+          const m = /scheduler_tenant_due_backlog\{tenant="flood"\} (\d+)/.exec(text);
+          return m && Number(m[1]) > 0 ? text : undefined;
+        },
+        5000,
+        "a flood backlog in /metrics",
+      );
       expect(backlog).toContain('scheduler_tenant_due_backlog{tenant="other"} 0');
       await eventually(() => arrivals("/quiet/").length === 6, 15_000, "the quiet tenant's jobs");
       // FIFO would serve 400 flood jobs first (~10 s at 40/s); round robin: about every other slot.
@@ -105,7 +109,9 @@ for (const driver of DRIVERS) {
         ...Array.from({ length: 10 }, (_, i) => ({ tenant: "free", path: `${i}`, runAt: due })),
       ]);
       await eventually(() => target!.calls.length === 35, 20_000, "every job");
-      const capped = arrivals("/capped/").map((c) => c.at).sort((a, b) => a - b);
+      const capped = arrivals("/capped/")
+        .map((c) => c.at)
+        .sort((a, b) => a - b);
       // 5/s with a one-second burst: 15 jobs take at least ~2 s, never more than 5 (+1) in a second.
       expect(capped.at(-1)! - capped[0]!).toBeGreaterThanOrEqual(1800);
       for (const a of capped) expect(capped.filter((b) => b >= a && b < a + 1000).length).toBeLessThanOrEqual(6);

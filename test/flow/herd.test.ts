@@ -61,9 +61,17 @@ async function startRun(env: Record<string, string>): Promise<Run> {
   const url = await createDatabase();
   const target = new RecordingTarget();
   // LOG_LEVEL=warn: at info the scheduler writes a line per delivery, 50k lines through the pipe.
-  const proc = await spawnScheduler(["--mode=all"], {
-    DATABASE_URL: url, WORKER_CONCURRENCY: "200", LOG_LEVEL: "warn", SCHEDULER_POLL_INTERVAL: "1s", ...env,
-  }, { waitReady: false });
+  const proc = await spawnScheduler(
+    ["--mode=all"],
+    {
+      DATABASE_URL: url,
+      WORKER_CONCURRENCY: "200",
+      LOG_LEVEL: "warn",
+      SCHEDULER_POLL_INTERVAL: "1s",
+      ...env,
+    },
+    { waitReady: false },
+  );
   const run = { url, proc, target };
   runs.push(run);
   const end = Date.now() + 30_000;
@@ -142,9 +150,9 @@ describe("the 9:00:00 thundering herd (postgres, real scheduler process)", () =>
     const after = await endRun(r);
     console.log(
       `herd ${N}: created in ${f.createSeconds.toFixed(2)} s (${(f.slackMs / 1000).toFixed(1)} s before the instant), ` +
-      `first call +${f.lagMs?.min} ms, drained in ${f.drainSeconds?.toFixed(2)} s (${f.deliveriesPerSecond?.toFixed(0)}/s), ` +
-      `lag p50 ${f.lagMs?.p50} p99 ${f.lagMs?.p99} max ${f.lagMs?.max} ms, peak RSS ${f.peakRss === null ? "?" : mib(f.peakRss)} MiB ` +
-      `(${f.peakRssBeforeDue === null ? "?" : mib(f.peakRssBeforeDue)} before the instant)`,
+        `first call +${f.lagMs?.min} ms, drained in ${f.drainSeconds?.toFixed(2)} s (${f.deliveriesPerSecond?.toFixed(0)}/s), ` +
+        `lag p50 ${f.lagMs?.p50} p99 ${f.lagMs?.p99} max ${f.lagMs?.max} ms, peak RSS ${f.peakRss === null ? "?" : mib(f.peakRss)} MiB ` +
+        `(${f.peakRssBeforeDue === null ? "?" : mib(f.peakRssBeforeDue)} before the instant)`,
     );
     expectExactlyOnceNeverEarly(f, r.target, N);
     expect(f.lagMs!.min).toBeLessThan(FIRST_CALL_BOUND_MS);
@@ -168,7 +176,7 @@ describe("the 9:00:00 thundering herd (postgres, real scheduler process)", () =>
     const after = await endRun(r);
     console.log(
       `herd ${N} at ${RATE}/s: drained in ${f.drainSeconds?.toFixed(2)} s, most calls in any 1 s window ${f.maxPerSecond}, ` +
-      `per second after the instant: ${f.perSecond.join(" ")}`,
+        `per second after the instant: ${f.perSecond.join(" ")}`,
     );
     expectExactlyOnceNeverEarly(f, r.target, N);
     // The rate bucket holds a tenth of a second of tokens, so a window holds at most

@@ -91,15 +91,19 @@ for (const driver of DRIVERS) {
       // Between the claim and the pre-call check, the job's instant moves 1 s ahead without a
       // version change: the worker's copy says due, the database says not yet. Split
       // processes: in --mode=all the claim is the check (startSplit).
-      const split = await startSplit(t.db, {}, {
-        beforeStart: async (jobs) => {
-          for (const j of jobs) {
-            if (movedTo) continue;
-            const [r] = await t!.db.query<{ due_at: Date }>("UPDATE jobs SET due_at = now() + interval '1 s' WHERE id = $1 RETURNING due_at", [j.id]);
-            movedTo = r!.due_at.getTime();
-          }
+      const split = await startSplit(
+        t.db,
+        {},
+        {
+          beforeStart: async (jobs) => {
+            for (const j of jobs) {
+              if (movedTo) continue;
+              const [r] = await t!.db.query<{ due_at: Date }>("UPDATE jobs SET due_at = now() + interval '1 s' WHERE id = $1 RETURNING due_at", [j.id]);
+              movedTo = r!.due_at.getTime();
+            }
+          },
         },
-      });
+      );
       stops.push(split.stop);
       const res = await api(split.api, "POST", "/v1/jobs", { target: { url: `${target.url}/moved` } });
       expect(res.status).toBe(201);

@@ -45,7 +45,9 @@ describe("reserved worker slots (postgres)", () => {
 
   async function urgent(api0: Runtime): Promise<number> {
     const at = Date.now();
-    const res = await api(api0, "POST", "/v1/jobs/batch", { jobs: Array.from({ length: 2 }, (_, i) => ({ priority: 5, target: { url: `${target!.url}/high/${i}` } })) });
+    const res = await api(api0, "POST", "/v1/jobs/batch", {
+      jobs: Array.from({ length: 2 }, (_, i) => ({ priority: 5, target: { url: `${target!.url}/high/${i}` } })),
+    });
     expect(res.status).toBe(200);
     return at;
   }

@@ -50,14 +50,38 @@ type Mutation =
   | { kind: "query"; key: string; value: string }
   | { kind: "id"; value: string };
 
-const QUERY_KEYS = ["limit", "cursor", "status", "order", "due_before", "due_after", "tenant", "preview", "window", "action", "object_id", "quarantined", "dead_after", "schedule_id"];
+const QUERY_KEYS = [
+  "limit",
+  "cursor",
+  "status",
+  "order",
+  "due_before",
+  "due_after",
+  "tenant",
+  "preview",
+  "window",
+  "action",
+  "object_id",
+  "quarantined",
+  "dead_after",
+  "schedule_id",
+];
 const mutation: fc.Arbitrary<Mutation> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ kind: "none" as const }) },
   { weight: 8, arbitrary: fc.record({ kind: fc.constant("set" as const), pick: fc.nat(), value: nastyValue }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant("delete" as const), pick: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("add" as const), pick: fc.nat(), key: nastyString, value: nastyValue }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("headers" as const), headers: nastyHeaders }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant("raw" as const), text: fc.oneof(fc.constantFrom("{", "[]", '"x"', "null", '{"target":', "\u0000", "{}{}", "[".repeat(100_000)), fc.string({ unit: "binary", maxLength: 50 })) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("raw" as const),
+      text: fc.oneof(
+        fc.constantFrom("{", "[]", '"x"', "null", '{"target":', "\u0000", "{}{}", "[".repeat(100_000)),
+        fc.string({ unit: "binary", maxLength: 50 }),
+      ),
+    }),
+  },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant("query" as const), key: fc.oneof(fc.constantFrom(...QUERY_KEYS), nastyString), value: nastyString }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("id" as const), value: nastyString }) },
 );
@@ -71,7 +95,10 @@ function paths(v: unknown, at: (string | number)[] = [], out: (string | number)[
   if (out.length >= 200) return out;
   out.push(at);
   if (at.length >= 8) return out;
-  if (Array.isArray(v)) v.forEach((x, i) => paths(x, [...at, i], out));
+  if (Array.isArray(v))
+    v.forEach((x, i) => {
+      paths(x, [...at, i], out);
+    });
   else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) paths(x, [...at, k], out);
   return out;
 }
@@ -157,7 +184,10 @@ function undeliverable(t: { url?: unknown; method?: unknown; headers?: unknown; 
 
 /** Every object with a `target` (jobs, schedules, batch items) in an answer. */
 function targetsIn(v: unknown, out: Record<string, unknown>[] = []): Record<string, unknown>[] {
-  if (Array.isArray(v)) v.forEach((x) => targetsIn(x, out));
+  if (Array.isArray(v))
+    v.forEach((x) => {
+      targetsIn(x, out);
+    });
   else if (v && typeof v === "object") {
     const o = v as Record<string, unknown>;
     if (o.target && typeof o.target === "object") out.push(o.target as Record<string, unknown>);
@@ -200,7 +230,11 @@ async function startServer(driver: (typeof DRIVERS)[number], dns: TestDns): Prom
     await proc.waitForLog((l) => l.msg === "scheduler started", 180_000);
     return {
       url: proc.url,
-      logText: () => proc.logs().map((l) => JSON.stringify(l)).join("\n") + proc.stderr(),
+      logText: () =>
+        proc
+          .logs()
+          .map((l) => JSON.stringify(l))
+          .join("\n") + proc.stderr(),
       rss: () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.proc.pid}/status`, "utf8"))?.[1] ?? 0) * 1024,
       stop: async () => {
         expect(proc.proc.exitCode).toBeNull(); // never a crash
@@ -248,9 +282,17 @@ for (const driver of DRIVERS) {
       return { status: res.status, text: await res.text() };
     };
     const seed = async () => {
-      const j = await call({ method: "POST", path: "/v1/jobs", body: JSON.stringify({ target: { url: "https://hooks.example.com/seed", headers: { authorization: `Bearer ${FUZZ_SECRET}` } }, delay: "1h" }) });
+      const j = await call({
+        method: "POST",
+        path: "/v1/jobs",
+        body: JSON.stringify({ target: { url: "https://hooks.example.com/seed", headers: { authorization: `Bearer ${FUZZ_SECRET}` } }, delay: "1h" }),
+      });
       ids.job = JSON.parse(j.text).id;
-      const s = await call({ method: "POST", path: "/v1/schedules", body: JSON.stringify({ cron: "0 9 * * *", target: { url: "https://hooks.example.com/seed" } }) });
+      const s = await call({
+        method: "POST",
+        path: "/v1/schedules",
+        body: JSON.stringify({ cron: "0 9 * * *", target: { url: "https://hooks.example.com/seed" } }),
+      });
       ids.schedule = JSON.parse(s.text).id;
       const d = await call({ method: "GET", path: "/v1/dlq?limit=1" });
       ids.dead = JSON.parse(d.text).items[0]?.id ?? ids.job;
@@ -266,7 +308,10 @@ for (const driver of DRIVERS) {
     afterAll(async () => {
       await server?.stop();
       dns?.stop();
-      const summary = [...seen.entries()].sort().map(([k, n]) => `${k}:${n}`).join(" ");
+      const summary = [...seen.entries()]
+        .sort()
+        .map(([k, n]) => `${k}:${n}`)
+        .join(" ");
       console.log(`fuzz ${driver}: ${RUNS} cases; statuses ${summary}`);
     });
 
@@ -280,7 +325,11 @@ for (const driver of DRIVERS) {
           seen.set(String(r.status), (seen.get(String(r.status)) ?? 0) + 1);
           const what = `${b.method} ${b.path.slice(0, 200)} → ${r.status} ${r.text.slice(0, 300)}`;
           if (r.status >= 500) {
-            const logged = server.logText().split("\n").filter((l) => l.includes("request failed")).at(-1);
+            const logged = server
+              .logText()
+              .split("\n")
+              .filter((l) => l.includes("request failed"))
+              .at(-1);
             throw new Error(`5xx: ${what}; logged: ${logged?.slice(0, 800)}`);
           }
           // Bun's HTTP server answers a request line or headers past its limit (~16 KiB) with
@@ -305,10 +354,15 @@ for (const driver of DRIVERS) {
           if (rc.route === "/v1/schedules/:id" && rc.method === "DELETE" && r.status < 300) await seed();
         }),
         {
-          numRuns: RUNS, seed: SEED, endOnFailure: true,
+          numRuns: RUNS,
+          seed: SEED,
+          endOnFailure: true,
           // fast-check's own report prints the whole counterexample (strings of 300 000 characters).
           reporter: (out) => {
-            if (out.failed) throw new Error(`fuzz failed (FUZZ_SEED=${out.seed}, path ${out.counterexamplePath}) after ${out.numRuns} cases: ${String(out.errorInstance).slice(0, 1500)}`);
+            if (out.failed)
+              throw new Error(
+                `fuzz failed (FUZZ_SEED=${out.seed}, path ${out.counterexamplePath}) after ${out.numRuns} cases: ${String(out.errorInstance).slice(0, 1500)}`,
+              );
           },
         },
       );

@@ -16,7 +16,10 @@ export const DRIVERS: DriverName[] = ["postgres", "pglite"];
 /** The admin URL of the test server. npm test starts one; running bun test alone needs it set. */
 export function testDatabaseUrl(): string {
   const url = process.env.TEST_DATABASE_URL;
-  if (!url) throw new Error("TEST_DATABASE_URL is not set: run the suite with `npm test`, which starts PostgreSQL, or set it to a server where tests may create databases");
+  if (!url)
+    throw new Error(
+      "TEST_DATABASE_URL is not set: run the suite with `npm test`, which starts PostgreSQL, or set it to a server where tests may create databases",
+    );
   return url;
 }
 
@@ -81,7 +84,10 @@ function databaseUrl(name: string): string {
 
 // Named by the migrations' text, so a changed migration gets a new template even on a
 // server that outlives the run (DATABASE_URL), and the old one is never used again.
-const templateName = `tmpl_${createHash("sha256").update(MIGRATIONS.map((m) => `${m.version}\n${m.sql}`).join("\n")).digest("hex").slice(0, 16)}`;
+const templateName = `tmpl_${createHash("sha256")
+  .update(MIGRATIONS.map((m) => `${m.version}\n${m.sql}`).join("\n"))
+  .digest("hex")
+  .slice(0, 16)}`;
 // Test processes that share a server (files run in parallel) build the template one at a time.
 const TEMPLATE_LOCK = 727_115_002;
 

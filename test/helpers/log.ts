@@ -13,13 +13,18 @@ export interface MemoryLog {
 export function memoryLogger(level = "debug"): MemoryLog {
   const lines: Record<string, unknown>[] = [];
   // The production logger's redaction (src/obs/log.ts), so tests see what operators see.
-  const log = pino({
-    level, base: {}, formatters: { level: (label) => ({ level: label }) },
-    serializers: LOG_SERIALIZERS,
-  }, {
-    write(s: string) {
-      lines.push(JSON.parse(s) as Record<string, unknown>);
+  const log = pino(
+    {
+      level,
+      base: {},
+      formatters: { level: (label) => ({ level: label }) },
+      serializers: LOG_SERIALIZERS,
     },
-  });
+    {
+      write(s: string) {
+        lines.push(JSON.parse(s) as Record<string, unknown>);
+      },
+    },
+  );
   return { log, lines, find: (text) => lines.filter((l) => String(l.msg ?? "").includes(text)) };
 }

@@ -58,10 +58,11 @@ export async function spawnScheduler(args: string[], env: Record<string, string>
         try {
           const l = JSON.parse(line);
           lines.push(l);
-          for (const w of [...waiters]) if (w.pred(l)) {
-            waiters.splice(waiters.indexOf(w), 1);
-            w.resolve(l);
-          }
+          for (const w of [...waiters])
+            if (w.pred(l)) {
+              waiters.splice(waiters.indexOf(w), 1);
+              w.resolve(l);
+            }
         } catch {
           // not a log line
         }
@@ -72,13 +73,24 @@ export async function spawnScheduler(args: string[], env: Record<string, string>
     for await (const chunk of proc.stderr) err += new TextDecoder().decode(chunk);
   })();
   const p: Proc = {
-    proc, port, url: `http://127.0.0.1:${port}`, logs: () => lines, stderr: () => err, exited: proc.exited,
+    proc,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    logs: () => lines,
+    stderr: () => err,
+    exited: proc.exited,
     waitForLog: (pred, ms = 15_000) => {
       const found = lines.find(pred);
       if (found) return Promise.resolve(found);
       return new Promise((resolve, reject) => {
         const t = setTimeout(() => reject(new Error(`log line not seen in ${ms} ms; stderr: ${err.slice(-500)}`)), ms);
-        waiters.push({ pred, resolve: (l) => { clearTimeout(t); resolve(l); } });
+        waiters.push({
+          pred,
+          resolve: (l) => {
+            clearTimeout(t);
+            resolve(l);
+          },
+        });
       });
     },
   };

@@ -8,7 +8,9 @@ import { RedisClient } from "bun";
 export function testRedisUrl(): string {
   const url = process.env.TEST_REDIS_URL;
   if (!url) {
-    throw new Error("TEST_REDIS_URL is not set: run npm test, which starts Redis, or set it to a redis:// server where tests may write keys under their own prefix");
+    throw new Error(
+      "TEST_REDIS_URL is not set: run npm test, which starts Redis, or set it to a redis:// server where tests may write keys under their own prefix",
+    );
   }
   return url;
 }

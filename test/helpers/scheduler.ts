@@ -27,7 +27,11 @@ export function testConfig(env: Record<string, string> = {}, flags: { mode?: str
 /** An in-process scheduler on a database the test owns. */
 export async function startScheduler(db: Db, env: Record<string, string> = {}, opts: StartOptions & { mode?: string } = {}): Promise<Runtime> {
   return startRuntime(testConfig(env, { mode: opts.mode }), {
-    db, log: opts.log ?? silentLogger, beforeStart: opts.beforeStart, afterStartAttempts: opts.afterStartAttempts, afterClaim: opts.afterClaim,
+    db,
+    log: opts.log ?? silentLogger,
+    beforeStart: opts.beforeStart,
+    afterStartAttempts: opts.afterStartAttempts,
+    afterClaim: opts.afterClaim,
     afterClaimReply: opts.afterClaimReply,
   });
 }

@@ -46,7 +46,14 @@ export class Target {
   waitForCalls(n: number, ms = 10_000): Promise<void> {
     if (this.calls.length >= n) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const w = { n, resolve: () => { clearTimeout(t); this.waiters = this.waiters.filter((x) => x !== w); resolve(); } };
+      const w = {
+        n,
+        resolve: () => {
+          clearTimeout(t);
+          this.waiters = this.waiters.filter((x) => x !== w);
+          resolve();
+        },
+      };
       const t = setTimeout(() => reject(new Error(`expected ${n} calls, got ${this.calls.length} in ${ms} ms`)), ms);
       this.waiters.push(w);
     });

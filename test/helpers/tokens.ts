@@ -6,7 +6,10 @@ export const tok = (name: string): string => (name.length >= 32 ? name : `${name
 
 /** "tokA:acme:jobs:read;tokAll:*:admin" with every token padded by tok(). */
 export const tokenSpec = (spec: string): string =>
-  spec.split(";").map((e) => {
-    const i = e.indexOf(":");
-    return i < 0 ? e : tok(e.slice(0, i)) + e.slice(i);
-  }).join(";");
+  spec
+    .split(";")
+    .map((e) => {
+      const i = e.indexOf(":");
+      return i < 0 ? e : tok(e.slice(0, i)) + e.slice(i);
+    })
+    .join(";");

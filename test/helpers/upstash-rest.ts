@@ -68,12 +68,18 @@ export async function startUpstashRest(opts: { redisUrl: string; token?: string 
           requests.push({ path, commands: cmds.length, bytes });
           if (path === "/pipeline") {
             const replies = await Promise.all(cmds.map((c) => run(main, c)));
-            return json(200, replies.map((r) => encodeReply(r, base64)));
+            return json(
+              200,
+              replies.map((r) => encodeReply(r, base64)),
+            );
           }
           const done = multiQueue.then(() => transaction(multi, cmds));
           multiQueue = done.catch(() => {});
           const replies = await done;
-          return json(200, replies.map((r) => encodeReply(r, base64)));
+          return json(
+            200,
+            replies.map((r) => encodeReply(r, base64)),
+          );
         }
         return json(404, { error: `ERR unknown path ${path}` });
       } catch (err) {

@@ -98,7 +98,10 @@ for (const driver of DRIVERS) {
 
     test("turning capture off empties the outbox (nobody relays it any more)", async () => {
       await setIndexCapture(t.db, true);
-      await insertJobs(t.db, Array.from({ length: 30 }, () => newJob({ due_at: new Date(Date.now() + 60_000) })));
+      await insertJobs(
+        t.db,
+        Array.from({ length: 30 }, () => newJob({ due_at: new Date(Date.now() + 60_000) })),
+      );
       expect(await outbox()).toHaveLength(30);
       expect(await setIndexCapture(t.db, false)).toBe(true);
       expect(await outbox()).toEqual([]);

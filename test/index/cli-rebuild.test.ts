@@ -43,7 +43,12 @@ describe("scheduler index rebuild (postgres, redis)", () => {
     const index = new BunRedisDueIndex({ url: testRedisUrl(), prefix: scratch.prefix, shards: 16, placement: "slot" });
     try {
       await index.entriesUpsert({ entries: [{ jobId: "00000000-0000-7000-8000-000000000000", dueMs: Date.now() }] });
-      const r = run(["index", "rebuild"], { DATABASE_URL: url, REDIS_URL: testRedisUrl(), SCHEDULER_INDEX_PREFIX: scratch.prefix, SCHEDULER_INDEX_WINDOW: "1h" });
+      const r = run(["index", "rebuild"], {
+        DATABASE_URL: url,
+        REDIS_URL: testRedisUrl(),
+        SCHEDULER_INDEX_PREFIX: scratch.prefix,
+        SCHEDULER_INDEX_WINDOW: "1h",
+      });
       expect(r.err).toBe("");
       expect(r.code).toBe(0);
       expect(r.out).toMatch(/^index rebuilt: 2 jobs due before /);

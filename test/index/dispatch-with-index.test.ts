@@ -104,7 +104,11 @@ describe("dispatching with a Redis due index", () => {
     // The change waits in the outbox and is relayed once Redis takes writes again.
     expect(Number((await r.db.query<{ n: string }>("SELECT count(*) AS n FROM index_outbox"))[0]!.n)).toBeGreaterThan(0);
     await redis.command("ACL", ["SETUSER", "default", "+zadd"]);
-    await eventually(async () => Number((await r.db.query<{ n: string }>("SELECT count(*) AS n FROM index_outbox"))[0]!.n) === 0, 10_000, "the outbox to drain");
+    await eventually(
+      async () => Number((await r.db.query<{ n: string }>("SELECT count(*) AS n FROM index_outbox"))[0]!.n) === 0,
+      10_000,
+      "the outbox to drain",
+    );
     await Bun.sleep(300);
     expect(target.calls).toHaveLength(1);
   });
@@ -167,7 +171,13 @@ describe("dispatching with a Redis due index", () => {
     await eventually(async () => Number((await r.db.query<{ n: string }>("SELECT count(*) AS n FROM index_outbox"))[0]!.n) === 0, 5000, "the outbox to drain");
     const idx = indexClient();
     const now = Date.now() - 100;
-    await idx.entriesUpsert({ entries: [{ jobId: cancelled, dueMs: now }, { jobId: moved, dueMs: now }, { jobId: unknown, dueMs: now }] });
+    await idx.entriesUpsert({
+      entries: [
+        { jobId: cancelled, dueMs: now },
+        { jobId: moved, dueMs: now },
+        { jobId: unknown, dueMs: now },
+      ],
+    });
     await eventually(async () => (await value(r.metrics.indexStale)) >= 3, 5000, "three stale entries dropped");
     await Bun.sleep(500);
     expect(target.calls).toEqual([]);

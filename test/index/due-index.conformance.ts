@@ -78,10 +78,8 @@ export function runDueIndexSuite(name: string, caps: DueIndexSuiteCaps, make: ()
     });
   }
 
-  const put = (h: DueIndexHarness, entries: DueEntry[]) =>
-    table ? need(h.tablePut, "tablePut")(entries) : h.index.entriesUpsert({ entries });
-  const drop = (h: DueIndexHarness, jobIds: string[]) =>
-    table ? need(h.tableDrop, "tableDrop")(jobIds) : h.index.entriesRemove({ jobIds });
+  const put = (h: DueIndexHarness, entries: DueEntry[]) => (table ? need(h.tablePut, "tablePut")(entries) : h.index.entriesUpsert({ entries }));
+  const drop = (h: DueIndexHarness, jobIds: string[]) => (table ? need(h.tableDrop, "tableDrop")(jobIds) : h.index.entriesRemove({ jobIds }));
 
   describe(`due index conformance: ${name}`, () => {
     it("an empty index lists nothing, has no earliest due time and size 0", undefined, async (h) => {
@@ -194,7 +192,12 @@ export function runDueIndexSuite(name: string, caps: DueIndexSuiteCaps, make: ()
       const entries = Array.from({ length: 12 }, (_, i) => ({ jobId: jid(i), dueMs: T0 + i * 100 }));
       await h.index.entriesUpsert({ entries });
       // Read at these scores; then a newer state is written for jobs 1 and 4 (the relay's ZADD).
-      await h.index.entriesUpsert({ entries: [{ jobId: jid(1), dueMs: T0 + 5000 }, { jobId: jid(4), dueMs: T0 + 6000 }] });
+      await h.index.entriesUpsert({
+        entries: [
+          { jobId: jid(1), dueMs: T0 + 5000 },
+          { jobId: jid(4), dueMs: T0 + 6000 },
+        ],
+      });
       const changed = await h.index.entriesCompareAndSet({
         changes: [
           { jobId: jid(0), ifDueMs: T0, dueMs: null }, // removed
@@ -208,10 +211,25 @@ export function runDueIndexSuite(name: string, caps: DueIndexSuiteCaps, make: ()
       expect(changed).toBe(2);
       const expected = entries
         .filter((e) => e.jobId !== jid(0))
-        .map((e) => (e.jobId === jid(1) ? { ...e, dueMs: T0 + 5000 } : e.jobId === jid(3) ? { ...e, dueMs: T0 + 9000 } : e.jobId === jid(4) ? { ...e, dueMs: T0 + 6000 } : e));
+        .map((e) =>
+          e.jobId === jid(1)
+            ? { ...e, dueMs: T0 + 5000 }
+            : e.jobId === jid(3)
+              ? { ...e, dueMs: T0 + 9000 }
+              : e.jobId === jid(4)
+                ? { ...e, dueMs: T0 + 6000 }
+                : e,
+        );
       expect(await h.index.dueList({ dueBy: FAR, limit: 100 })).toEqual(sorted(expected));
       // Again with the same expectations: nothing matches any more.
-      expect(await h.index.entriesCompareAndSet({ changes: [{ jobId: jid(0), ifDueMs: T0, dueMs: null }, { jobId: jid(3), ifDueMs: T0 + 300, dueMs: T0 }] })).toBe(0);
+      expect(
+        await h.index.entriesCompareAndSet({
+          changes: [
+            { jobId: jid(0), ifDueMs: T0, dueMs: null },
+            { jobId: jid(3), ifDueMs: T0 + 300, dueMs: T0 },
+          ],
+        }),
+      ).toBe(0);
       expect(await h.index.size()).toBe(11);
     });
 
@@ -232,11 +250,15 @@ export function runDueIndexSuite(name: string, caps: DueIndexSuiteCaps, make: ()
       expect(await h.index.size()).toBe(n / 2);
     });
 
-    it("compare and set on the SQL index changes nothing (the table is the truth)", table ? undefined : "only the SQL index ignores entry writes", async (h) => {
-      await put(h, [{ jobId: jid(1), dueMs: T0 }]);
-      expect(await h.index.entriesCompareAndSet({ changes: [{ jobId: jid(1), ifDueMs: T0, dueMs: null }] })).toBe(0);
-      expect(await h.index.dueList({ dueBy: FAR, limit: 10 })).toEqual([{ jobId: jid(1), dueMs: T0 }]);
-    });
+    it(
+      "compare and set on the SQL index changes nothing (the table is the truth)",
+      table ? undefined : "only the SQL index ignores entry writes",
+      async (h) => {
+        await put(h, [{ jobId: jid(1), dueMs: T0 }]);
+        expect(await h.index.entriesCompareAndSet({ changes: [{ jobId: jid(1), ifDueMs: T0, dueMs: null }] })).toBe(0);
+        expect(await h.index.dueList({ dueBy: FAR, limit: 10 })).toEqual([{ jobId: jid(1), dueMs: T0 }]);
+      },
+    );
 
     it("earliestDue follows the earliest entry", undefined, async (h) => {
       expect(await h.index.earliestDue()).toBeNull();
@@ -256,14 +278,20 @@ export function runDueIndexSuite(name: string, caps: DueIndexSuiteCaps, make: ()
 
     it("size counts entries", undefined, async (h) => {
       expect(await h.index.size()).toBe(0);
-      await put(h, Array.from({ length: 37 }, (_, i) => ({ jobId: jid(i), dueMs: T0 + i })));
+      await put(
+        h,
+        Array.from({ length: 37 }, (_, i) => ({ jobId: jid(i), dueMs: T0 + i })),
+      );
       expect(await h.index.size()).toBe(37);
       await drop(h, [jid(0), jid(1)]);
       expect(await h.index.size()).toBe(35);
     });
 
     it("clear removes every entry and the built marker", skip.clear, async (h) => {
-      await put(h, Array.from({ length: 30 }, (_, i) => ({ jobId: jid(i), dueMs: T0 + i })));
+      await put(
+        h,
+        Array.from({ length: 30 }, (_, i) => ({ jobId: jid(i), dueMs: T0 + i })),
+      );
       await h.index.builtMarkerSet({ value: "built-1" });
       await h.index.clear();
       expect(await h.index.size()).toBe(0);
@@ -343,7 +371,10 @@ export function runDueIndexSuite(name: string, caps: DueIndexSuiteCaps, make: ()
       expect(listed).toEqual(all);
       expect(await h.index.dueList({ dueBy: T0 + 4999, limit: 500 })).toEqual(all.slice(0, 500));
       expect(await h.index.dueList({ dueBy: T0 + 99, limit: 500 })).toEqual(all.slice(0, 100));
-      await drop(h, entries.map((e) => e.jobId));
+      await drop(
+        h,
+        entries.map((e) => e.jobId),
+      );
       expect(await h.index.size()).toBe(0);
     });
 

@@ -46,7 +46,12 @@ for (const driver of DRIVERS) {
       const a = crypto.randomUUID();
       const b = crypto.randomUUID();
       const now = Date.now();
-      await t.db.tx((q) => appendOutbox(q, [{ jobId: a, dueAt: new Date(now + 1000) }, { jobId: b, dueAt: new Date(now - 5000) }]));
+      await t.db.tx((q) =>
+        appendOutbox(q, [
+          { jobId: a, dueAt: new Date(now + 1000) },
+          { jobId: b, dueAt: new Date(now - 5000) },
+        ]),
+      );
       // A rolled-back transaction leaves no row.
       await expect(
         t.db.tx(async (q) => {
@@ -67,8 +72,14 @@ for (const driver of DRIVERS) {
       const b = crypto.randomUUID();
       const now = Date.now();
       // a moves later, b moves earlier: "first wins" or "earliest wins" would fail one of them.
-      await appendOutbox(t.db, [{ jobId: a, dueAt: new Date(now + 1000) }, { jobId: b, dueAt: new Date(now + 9000) }]);
-      await appendOutbox(t.db, [{ jobId: a, dueAt: new Date(now + 5000) }, { jobId: b, dueAt: new Date(now + 2000) }]);
+      await appendOutbox(t.db, [
+        { jobId: a, dueAt: new Date(now + 1000) },
+        { jobId: b, dueAt: new Date(now + 9000) },
+      ]);
+      await appendOutbox(t.db, [
+        { jobId: a, dueAt: new Date(now + 5000) },
+        { jobId: b, dueAt: new Date(now + 2000) },
+      ]);
       expect((await relay().runOnce()).applied).toBe(4);
       expect(byId(await all())).toEqual({ [a]: now + 5000, [b]: now + 2000 });
     });
@@ -80,7 +91,11 @@ for (const driver of DRIVERS) {
       await appendOutbox(t.db, [{ jobId: a, dueAt: new Date(now) }]);
       await relay().runOnce();
       expect(await index.size()).toBe(1);
-      await appendOutbox(t.db, [{ jobId: a, dueAt: null }, { jobId: b, dueAt: new Date(now) }, { jobId: b, dueAt: null }]);
+      await appendOutbox(t.db, [
+        { jobId: a, dueAt: null },
+        { jobId: b, dueAt: new Date(now) },
+        { jobId: b, dueAt: null },
+      ]);
       expect((await relay().runOnce()).applied).toBe(3);
       expect(await all()).toEqual([]);
       expect(await outboxCount()).toBe(0);
@@ -110,7 +125,10 @@ for (const driver of DRIVERS) {
     test("Redis unreachable: runOnce throws and the rows stay; with Redis back they are applied and deleted", async () => {
       const a = crypto.randomUUID();
       const now = Date.now();
-      await appendOutbox(t.db, [{ jobId: a, dueAt: new Date(now) }, { jobId: crypto.randomUUID(), dueAt: null }]);
+      await appendOutbox(t.db, [
+        { jobId: a, dueAt: new Date(now) },
+        { jobId: crypto.randomUUID(), dueAt: null },
+      ]);
       const down = new BunRedisDueIndex({ url: `redis://127.0.0.1:${await closedPort()}`, prefix: s.prefix, maxRetries: 0, connectionTimeoutMs: 500 });
       try {
         await expect(relay({ index: down }).runOnce()).rejects.toThrow();
@@ -158,7 +176,10 @@ for (const driver of DRIVERS) {
     test("batches: a full batch goes again at once, a partial one pauses; the oldest rows go first", async () => {
       const ids = Array.from({ length: 5 }, () => crypto.randomUUID());
       const now = Date.now();
-      await appendOutbox(t.db, ids.map((jobId, i) => ({ jobId, dueAt: new Date(now + i) })));
+      await appendOutbox(
+        t.db,
+        ids.map((jobId, i) => ({ jobId, dueAt: new Date(now + i) })),
+      );
       const r3 = relay({ batch: 3, intervalMs: 100 });
       const delay = (x: unknown) => (r3 as unknown as { nextDelayMs(l: unknown): number }).nextDelayMs(x);
       const first = await r3.runOnce();

@@ -88,7 +88,16 @@ test("the window loader rebuilds when the marker is gone (Redis flushed), and on
   // Only the marker deleted: still a rebuild.
   await s.client.send("DEL", [`${s.prefix}:built`]);
   let rebuilds = 0;
-  const counting = new WindowLoader({ db: t.db, index, windowMs: 2000, batch: 10, intervalMs: 100, log: silentLogger, now: () => now, onRebuild: () => rebuilds++ });
+  const counting = new WindowLoader({
+    db: t.db,
+    index,
+    windowMs: 2000,
+    batch: 10,
+    intervalMs: 100,
+    log: silentLogger,
+    now: () => now,
+    onRebuild: () => rebuilds++,
+  });
   expect((await counting.runOnce()).rebuilt).toBe(true);
   expect(rebuilds).toBe(1);
   expect(await index.builtMarkerGet()).not.toBeNull();

@@ -1,15 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { BunRedisDueIndex } from "../../src/index/bun-redis-index.ts";
 import { UpstashDueIndex } from "../../src/index/upstash-index.ts";
-import {
-  fnv1a32,
-  MEMBERS_PER_COMMAND,
-  mergeDue,
-  parseWithScores,
-  redisLayout,
-  removeBatches,
-  upsertBatches,
-} from "../../src/index/redis-layout.ts";
+import { fnv1a32, MEMBERS_PER_COMMAND, mergeDue, parseWithScores, redisLayout, removeBatches, upsertBatches } from "../../src/index/redis-layout.ts";
 import { redisScratch, testRedisUrl } from "../helpers/redis.ts";
 import { startUpstashRest, type UpstashRestFixture } from "../helpers/upstash-rest.ts";
 import { T0, jid } from "./due-index.conformance.ts";
@@ -58,7 +50,12 @@ describe("redis layout", () => {
   });
 
   test("WITHSCORES replies are read in both shapes; anything else is an error", () => {
-    expect(parseWithScores([["a", 5], ["b", 1700000000123]])).toEqual([
+    expect(
+      parseWithScores([
+        ["a", 5],
+        ["b", 1700000000123],
+      ]),
+    ).toEqual([
       { jobId: "a", dueMs: 5 },
       { jobId: "b", dueMs: 1700000000123 },
     ]);
@@ -76,8 +73,14 @@ describe("redis layout", () => {
   test("merging shards keeps the earliest `limit`, ties by id", () => {
     const merged = mergeDue(
       [
-        [{ jobId: "c", dueMs: 1 }, { jobId: "d", dueMs: 9 }],
-        [{ jobId: "a", dueMs: 1 }, { jobId: "b", dueMs: 2 }],
+        [
+          { jobId: "c", dueMs: 1 },
+          { jobId: "d", dueMs: 9 },
+        ],
+        [
+          { jobId: "a", dueMs: 1 },
+          { jobId: "b", dueMs: 2 },
+        ],
         [],
       ],
       3,

@@ -25,7 +25,10 @@ async function tablePut(db: Db, entries: DueEntry[]): Promise<void> {
   }
   // Bulk (the 10k test): one statement per chunk.
   for (let i = 0; i < fresh.length; i += 2500) {
-    await insertJobs(db, fresh.slice(i, i + 2500).map((e) => newJob({ id: e.jobId, due_at: new Date(e.dueMs) })));
+    await insertJobs(
+      db,
+      fresh.slice(i, i + 2500).map((e) => newJob({ id: e.jobId, due_at: new Date(e.dueMs) })),
+    );
   }
 }
 
@@ -78,7 +81,10 @@ for (const driver of DRIVERS) {
       await db.query("DELETE FROM attempts");
       await db.query("DELETE FROM jobs");
       const index = new SqlDueIndex(db);
-      await tablePut(db, [1, 2, 3, 4, 5].map((i) => ({ jobId: jid(i), dueMs: T0 + i })));
+      await tablePut(
+        db,
+        [1, 2, 3, 4, 5].map((i) => ({ jobId: jid(i), dueMs: T0 + i })),
+      );
       await insertJob(db, { id: jid(6), due_at: "infinity" });
       await db.query("UPDATE jobs SET status = 'queued' WHERE id = $1", [jid(1)]);
       await db.query("UPDATE jobs SET status = 'running' WHERE id = $1", [jid(2)]);

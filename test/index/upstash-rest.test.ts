@@ -63,7 +63,16 @@ describe("upstash REST fixture", () => {
 
   test("pipeline: one result or error per command, in order", async () => {
     await call("/", ["SET", k("s2"), "v"]);
-    const res = await call("/pipeline", [["SET", k("q"), "1"], ["INCR", k("q")], ["ZADD", k("s2"), "1", "m"], ["GET", k("q")]], { "upstash-encoding": "base64" });
+    const res = await call(
+      "/pipeline",
+      [
+        ["SET", k("q"), "1"],
+        ["INCR", k("q")],
+        ["ZADD", k("s2"), "1", "m"],
+        ["GET", k("q")],
+      ],
+      { "upstash-encoding": "base64" },
+    );
     expect(res.status).toBe(200);
     const body = (await res.json()) as any[];
     expect(body[0]).toEqual({ result: "OK" });
@@ -74,7 +83,17 @@ describe("upstash REST fixture", () => {
   });
 
   test("multi-exec: runs as one transaction; a queueing error aborts all of it", async () => {
-    const ok = await (await call("/multi-exec", [["SET", k("m"), "1"], ["INCRBY", k("m"), 4], ["GET", k("m")]], { "upstash-encoding": "base64" })).json();
+    const ok = await (
+      await call(
+        "/multi-exec",
+        [
+          ["SET", k("m"), "1"],
+          ["INCRBY", k("m"), 4],
+          ["GET", k("m")],
+        ],
+        { "upstash-encoding": "base64" },
+      )
+    ).json();
     expect(ok).toEqual([{ result: "OK" }, { result: 5 }, { result: b64("5") }]);
     const aborted = await call("/multi-exec", [["SET", k("m"), "100"], ["NOSUCHCOMMAND"]]);
     expect(aborted.status).toBe(400);
@@ -95,7 +114,7 @@ describe("upstash REST fixture", () => {
   test("@upstash/redis through the fixture: unicode and numeric-looking members come back as sent", async () => {
     const redis = new Redis({ url: f.url, token: f.token, automaticDeserialization: false, retry: { retries: 0 }, enableTelemetry: false });
     const members = ["007", "1e3", "12345", "jöb-✓", "OK", "null"];
-    await redis.zadd(k("u"), ...members.map((member, i) => ({ score: i, member })) as [{ score: number; member: string }]);
+    await redis.zadd(k("u"), ...(members.map((member, i) => ({ score: i, member })) as [{ score: number; member: string }]));
     expect(await redis.zrange(k("u"), 0, -1)).toEqual(members);
     expect(await redis.zrange(k("u"), 0, 1, { withScores: true })).toEqual(["007", "0", "1e3", "1"]);
     const p = redis.pipeline();

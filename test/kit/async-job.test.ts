@@ -53,10 +53,14 @@ describe("receiver: the async-job helper against a real scheduler", () => {
     return r.body.id as string;
   };
   const status = (id: string, want: string) =>
-    eventually(async () => {
-      const j = (await api(rt, "GET", `/v1/jobs/${id}`)).body;
-      return j.status === want ? j : undefined;
-    }, 20_000, `job ${id} ${want}`);
+    eventually(
+      async () => {
+        const j = (await api(rt, "GET", `/v1/jobs/${id}`)).body;
+        return j.status === want ? j : undefined;
+      },
+      20_000,
+      `job ${id} ${want}`,
+    );
 
   test("heartbeats with checkpoints, then completes: the job ends succeeded with the last checkpoint", async () => {
     const id = await create("work");

@@ -27,7 +27,9 @@ describe("the resource commands over scheduler/client", () => {
   const run = async (args: string[], stdin?: string) => {
     const p = Bun.spawn([process.execPath, MAIN, ...args], {
       env: { PATH: process.env.PATH ?? "", SCHEDULER_URL: rt.url!, SCHEDULER_TOKEN: tok("tok") },
-      stdin: stdin === undefined ? "ignore" : new Blob([stdin]), stdout: "pipe", stderr: "pipe",
+      stdin: stdin === undefined ? "ignore" : new Blob([stdin]),
+      stdout: "pipe",
+      stderr: "pipe",
     });
     const [code, out, err] = await Promise.all([p.exited, new Response(p.stdout).text(), new Response(p.stderr).text()]);
     return { code, out, err };
@@ -76,7 +78,13 @@ describe("the resource commands over scheduler/client", () => {
     const missing = await run(["jobs", "get", "0190a0b0-0000-7000-8000-000000000000"]);
     expect(missing.code).toBe(1);
     expect(missing.err).toContain("404 not_found");
-    for (const args of [["jobs", "create"], ["jobs", "frob"], ["jobs", "list", "--nope"], ["jobs", "list", "-o", "yaml"], ["jobs", "get"]]) {
+    for (const args of [
+      ["jobs", "create"],
+      ["jobs", "frob"],
+      ["jobs", "list", "--nope"],
+      ["jobs", "list", "-o", "yaml"],
+      ["jobs", "get"],
+    ]) {
       const r = await run(args);
       expect(r.code).toBe(2);
       expect(r.err.trim().split("\n")).toHaveLength(1);
@@ -87,7 +95,16 @@ describe("the resource commands over scheduler/client", () => {
   });
 
   test("schedules create, list, pause, resume, preview", async () => {
-    const made = await run(["schedules", "create", "--id=cli-daily", '--cron=0 9 * * 1-5', "--timezone=America/New_York", `--target=${target.url}/s`, "-o", "json"]);
+    const made = await run([
+      "schedules",
+      "create",
+      "--id=cli-daily",
+      "--cron=0 9 * * 1-5",
+      "--timezone=America/New_York",
+      `--target=${target.url}/s`,
+      "-o",
+      "json",
+    ]);
     expect(made.code).toBe(0);
     expect(JSON.parse(made.out)).toMatchObject({ id: "cli-daily", cron: "0 9 * * 1-5", timezone: "America/New_York" });
     const list = await run(["schedules", "list"]);

@@ -52,7 +52,9 @@ describe("scheduler/client against a real scheduler", () => {
     expect(bad).toMatchObject({ status: 400, code: "invalid_request", path: "target.url" });
     const missing = await c.jobs.get("0190a0b0-0000-7000-8000-000000000000").catch((e) => e);
     expect(missing).toMatchObject({ status: 404, code: "not_found" });
-    const anon = await createClient({ baseUrl: rt.url! }).jobs.list().catch((e) => e);
+    const anon = await createClient({ baseUrl: rt.url! })
+      .jobs.list()
+      .catch((e) => e);
     expect(anon).toMatchObject({ status: 401 });
   });
 

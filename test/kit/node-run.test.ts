@@ -60,7 +60,9 @@ describe("scheduler/client and scheduler/receiver on Node", () => {
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, "run.mjs"), SCRIPT);
     const p = Bun.spawn(["node", join(dir, "run.mjs")], {
-      cwd: root, stdout: "pipe", stderr: "pipe",
+      cwd: root,
+      stdout: "pipe",
+      stderr: "pipe",
       env: { ...process.env, SCHEDULER_URL: rt.url!, RECEIVER_DATABASE_URL: receiverDb },
     });
     const [code, stdout, stderr] = await Promise.all([p.exited, new Response(p.stdout).text(), new Response(p.stderr).text()]);
@@ -69,7 +71,9 @@ describe("scheduler/client and scheduler/receiver on Node", () => {
     const out = JSON.parse(stdout);
     expect(Number(/^v(\d+)/.exec(out.node)![1])).toBeGreaterThanOrEqual(20);
     expect(out).toMatchObject({
-      created: "scheduled", got: true, listed: 1,
+      created: "scheduled",
+      got: true,
+      listed: 1,
       error: { api: true, status: 400, code: "invalid_request", path: "target.url" },
       verified: 1,
       once: { runs: 1, results: [{ n: 7 }, { n: 7 }, { n: 7 }], status: true },

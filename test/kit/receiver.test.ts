@@ -3,13 +3,26 @@ import { Hono } from "hono";
 import postgres from "postgres";
 import { Webhook } from "standardwebhooks";
 import {
-  checkWebhook, createReceiver, honoVerify, honoWebhook, memoryFencing, migrateReceiver, once, onceWithInfo, pgFencing,
-  processedStatus, pruneProcessed, ReceiverError, verifyHandler, webhookHandler, type WebhookEnv,
+  checkWebhook,
+  createReceiver,
+  honoVerify,
+  honoWebhook,
+  memoryFencing,
+  migrateReceiver,
+  once,
+  onceWithInfo,
+  pgFencing,
+  processedStatus,
+  pruneProcessed,
+  ReceiverError,
+  verifyHandler,
+  webhookHandler,
+  type WebhookEnv,
 } from "../../src/kit/receiver/index.ts";
 import { createDatabase, dropDatabase } from "../helpers/db.ts";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const OTHER = "whsec_" + Buffer.from("another-secret-of-32-bytes-long!").toString("base64");
+const OTHER = `whsec_${Buffer.from("another-secret-of-32-bytes-long!").toString("base64")}`;
 
 /** A call as the scheduler signs it (reference implementation of Standard Webhooks). */
 function signed(body: string, o: { id?: string; secret?: string; at?: Date; token?: string; extra?: Record<string, string> } = {}) {
@@ -28,7 +41,11 @@ function signed(body: string, o: { id?: string; secret?: string; at?: Date; toke
 describe("receiver: Standard Webhooks verification", () => {
   test("the published test vector verifies (its own clock), a changed body does not", async () => {
     const r = createReceiver({ secrets: SECRET, now: () => 1614265330_000 });
-    const headers = { "webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp": "1614265330", "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=" };
+    const headers = {
+      "webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek",
+      "webhook-timestamp": "1614265330",
+      "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+    };
     const call = await checkWebhook(r, { headers, body: '{"test": 2432232314}' });
     expect(call.id).toBe("msg_p5jXN8AQM9LWM0D4loKWxJek");
     expect(call.json()).toEqual({ test: 2432232314 });
@@ -40,7 +57,10 @@ describe("receiver: Standard Webhooks verification", () => {
   test("timestamp tolerance is a setting; outside it the call is refused", async () => {
     const body = "{}";
     const old = signed(body, { at: new Date(Date.now() - 120_000) });
-    await expect(checkWebhook({ secrets: SECRET, toleranceSec: 60 }, { headers: old, body })).rejects.toMatchObject({ code: "timestamp_out_of_range", status: 401 });
+    await expect(checkWebhook({ secrets: SECRET, toleranceSec: 60 }, { headers: old, body })).rejects.toMatchObject({
+      code: "timestamp_out_of_range",
+      status: 401,
+    });
     expect((await checkWebhook({ secrets: SECRET, toleranceSec: 300 }, { headers: old, body })).id).toBe(old["webhook-id"]);
     const future = signed(body, { at: new Date(Date.now() + 120_000) });
     await expect(checkWebhook({ secrets: SECRET, toleranceSec: 60 }, { headers: future, body })).rejects.toMatchObject({ code: "timestamp_out_of_range" });
@@ -54,7 +74,7 @@ describe("receiver: Standard Webhooks verification", () => {
     await expect(checkWebhook({ secrets: SECRET }, { headers: byOther, body })).rejects.toMatchObject({ code: "invalid_signature" });
     // The scheduler sends one v1 signature per active key, space separated.
     const both = signed(body);
-    both["webhook-signature"] += " " + new Webhook(OTHER).sign(both["webhook-id"], new Date(Number(both["webhook-timestamp"]) * 1000), body);
+    both["webhook-signature"] += ` ${new Webhook(OTHER).sign(both["webhook-id"], new Date(Number(both["webhook-timestamp"]) * 1000), body)}`;
     expect((await checkWebhook({ secrets: OTHER }, { headers: both, body })).id).toBe(both["webhook-id"]);
   });
 

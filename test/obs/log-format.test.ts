@@ -21,7 +21,11 @@ const sh = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
  * typed Ctrl-C (^C), empty ones dropped.
  */
 function lines(out: string): string[] {
-  return out.replace(ANSI, "").split("\n").map((l) => l.replace(/\r$/, "").replace(/^\^C/, "")).filter((l) => l.trim() !== "");
+  return out
+    .replace(ANSI, "")
+    .split("\n")
+    .map((l) => l.replace(/\r$/, "").replace(/^\^C/, ""))
+    .filter((l) => l.trim() !== "");
 }
 
 /** Runs argv under a pseudo-terminal (`script`), collecting what the terminal showed. */
@@ -37,7 +41,15 @@ function onTerminal(argv: string[], env: Record<string, string>) {
   const reading = (async () => {
     for await (const chunk of proc.stdout) out += new TextDecoder().decode(chunk);
   })();
-  return { proc, out: () => out, done: async () => { await proc.exited; await reading; return out; } };
+  return {
+    proc,
+    out: () => out,
+    done: async () => {
+      await proc.exited;
+      await reading;
+      return out;
+    },
+  };
 }
 
 async function runPiped(argv: string[], env: Record<string, string> = {}) {
@@ -70,7 +82,15 @@ describe("log lines (the logger alone)", () => {
     const ls = lines(await runPiped([BUN, CHILD, "auto"]));
     expect(ls).toHaveLength(3);
     const [delivered, failed, done] = ls.map((l) => JSON.parse(l));
-    expect(delivered).toMatchObject({ level: "info", region: "local", mode: "all", job_id: "0193e0a4-0000-7000-8000-000000000001", attempt: 1, outcome: "success", msg: "delivered" });
+    expect(delivered).toMatchObject({
+      level: "info",
+      region: "local",
+      mode: "all",
+      job_id: "0193e0a4-0000-7000-8000-000000000001",
+      attempt: 1,
+      outcome: "success",
+      msg: "delivered",
+    });
     expect(Object.keys(delivered).slice(0, 4)).toEqual(["level", "time", "region", "mode"]);
     expect(new Date(delivered.time).toISOString()).toBe(delivered.time);
     expect(failed.level).toBe("error");
@@ -103,12 +123,20 @@ describe("log lines (the scheduler process)", () => {
   });
 
   const env = () => ({
-    DATABASE_URL: tdb.url!, HOST: "127.0.0.1", LOG_LEVEL: "info", SCHEDULER_ALLOW_PRIVATE_TARGETS: "1",
-    SCHEDULER_POLL_INTERVAL: "200ms", SCHEDULER_CLOCK_SKEW: "0",
+    DATABASE_URL: tdb.url!,
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "info",
+    SCHEDULER_ALLOW_PRIVATE_TARGETS: "1",
+    SCHEDULER_POLL_INTERVAL: "200ms",
+    SCHEDULER_CLOCK_SKEW: "0",
   });
 
   async function deliverOne(url: string, path: string): Promise<string> {
-    const res = await fetch(`${url}/v1/jobs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ target: { url: `${target.url}${path}` } }) });
+    const res = await fetch(`${url}/v1/jobs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ target: { url: `${target.url}${path}` } }),
+    });
     expect(res.status).toBe(201);
     const id = ((await res.json()) as { id: string }).id;
     await eventually(() => target.callsTo(path).length === 1, 15_000, `the call to ${path}`);
@@ -137,7 +165,12 @@ describe("log lines (the scheduler process)", () => {
 
   test("scheduler through a pipe: every line of stdout is JSON, a delivery carries its job_id", async () => {
     const port = await freePort();
-    const proc = Bun.spawn([BUN, join(ROOT, "src/main.ts")], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", ...env(), PORT: String(port) }, stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn([BUN, join(ROOT, "src/main.ts")], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? "", ...env(), PORT: String(port) },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     let out = "";
     const reading = (async () => {
       for await (const chunk of proc.stdout) out += new TextDecoder().decode(chunk);

@@ -51,13 +51,32 @@ for (const driver of DRIVERS) {
 
 test("withoutTenantSeries drops tenant samples, and the HELP/TYPE of families left empty", () => {
   const text = [
-    "# HELP a_total A.", "# TYPE a_total counter", 'a_total{outcome="x"} 1',
-    "# HELP t Per tenant.", "# TYPE t gauge", 't{tenant="acme"} 3', 't{tenant="other"} 0',
-    "# HELP h Mixed.", "# TYPE h gauge", 'h{shard="1",tenant="acme"} 1', 'h{shard="1"} 2',
-    "# HELP e_total No samples yet.", "# TYPE e_total counter", "",
+    "# HELP a_total A.",
+    "# TYPE a_total counter",
+    'a_total{outcome="x"} 1',
+    "# HELP t Per tenant.",
+    "# TYPE t gauge",
+    't{tenant="acme"} 3',
+    't{tenant="other"} 0',
+    "# HELP h Mixed.",
+    "# TYPE h gauge",
+    'h{shard="1",tenant="acme"} 1',
+    'h{shard="1"} 2',
+    "# HELP e_total No samples yet.",
+    "# TYPE e_total counter",
+    "",
   ].join("\n");
-  expect(withoutTenantSeries(text)).toBe([
-    "# HELP a_total A.", "# TYPE a_total counter", 'a_total{outcome="x"} 1', "# HELP h Mixed.", "# TYPE h gauge", 'h{shard="1"} 2',
-    "# HELP e_total No samples yet.", "# TYPE e_total counter", "",
-  ].join("\n"));
+  expect(withoutTenantSeries(text)).toBe(
+    [
+      "# HELP a_total A.",
+      "# TYPE a_total counter",
+      'a_total{outcome="x"} 1',
+      "# HELP h Mixed.",
+      "# TYPE h gauge",
+      'h{shard="1"} 2',
+      "# HELP e_total No samples yet.",
+      "# TYPE e_total counter",
+      "",
+    ].join("\n"),
+  );
 });

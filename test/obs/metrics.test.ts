@@ -25,7 +25,10 @@ describe("metrics after real traffic (postgres)", () => {
     target = new Target(async (r, n) => {
       if (r.path.startsWith("/ok")) return Bun.sleep(50).then(() => new Response("ok"));
       if (r.path === "/flaky") return new Response("x", { status: target!.calls.filter((c) => c.path === "/flaky").length === 1 ? 500 : 200 });
-      if (r.path === "/throttle") return target!.calls.filter((c) => c.path === "/throttle").length === 1 ? new Response("slow", { status: 429, headers: { "retry-after": "0" } }) : new Response("ok");
+      if (r.path === "/throttle")
+        return target!.calls.filter((c) => c.path === "/throttle").length === 1
+          ? new Response("slow", { status: 429, headers: { "retry-after": "0" } })
+          : new Response("ok");
       void n;
       return new Response("no", { status: 400 });
     });
@@ -42,10 +45,14 @@ describe("metrics after real traffic (postgres)", () => {
     expect(res.status).toBe(200);
     const sched = await api(rt, "POST", "/v1/schedules", { id: "tick", cron: "* * * * * *", timezone: "UTC", target: { url: `${target.url}/ok/tick` } });
     expect(sched.status).toBe(201);
-    await eventually(async () => {
-      const [r] = await t!.db.query<{ n: string | number }>("SELECT count(*) AS n FROM jobs WHERE schedule_id IS NULL AND status IN ('succeeded','dead')");
-      return Number(r!.n) === 6 && target!.calls.some((c) => c.path === "/ok/tick");
-    }, 15_000, "the six jobs to end and an occurrence to run");
+    await eventually(
+      async () => {
+        const [r] = await t!.db.query<{ n: string | number }>("SELECT count(*) AS n FROM jobs WHERE schedule_id IS NULL AND status IN ('succeeded','dead')");
+        return Number(r!.n) === 6 && target!.calls.some((c) => c.path === "/ok/tick");
+      },
+      15_000,
+      "the six jobs to end and an occurrence to run",
+    );
     await api(rt, "POST", "/v1/schedules/tick/pause", {});
     await Bun.sleep(2200); // scrape cache (2 s) and a second of DLQ age
 
@@ -100,7 +107,9 @@ describe("metrics after real traffic (postgres)", () => {
     const shards = [...m.entries()].filter(([k]) => k.startsWith("scheduler_shard_due_backlog{"));
     expect(shards).toHaveLength(16);
     expect(shards.reduce((a, [, v]) => a + v, 0)).toBe(4);
-    expect(Math.max(...[...m.entries()].filter(([k]) => k.startsWith("scheduler_shard_oldest_due_age_seconds{")).map(([, v]) => v))).toBeGreaterThanOrEqual(119);
+    expect(Math.max(...[...m.entries()].filter(([k]) => k.startsWith("scheduler_shard_oldest_due_age_seconds{")).map(([, v]) => v))).toBeGreaterThanOrEqual(
+      119,
+    );
     // The forecast: one job due within the hour, none within 15 minutes.
     expect(series(m, 'scheduler_due_soon{within="15m"}')).toBe(0);
   }, 20_000);
@@ -116,8 +125,8 @@ describe("metrics after real traffic (postgres)", () => {
     // 150 due jobs all in shard 0 (slot 0: the id's last 12 bits), 2 in another: shard 0
     // is far above the median for three snapshots in a row.
     const past = new Date(Date.now() - 1000);
-    for (let i = 0; i < 150; i++) await insertJob(t.db, { id: Bun.randomUUIDv7().slice(0, -3) + "000", due_at: past });
-    for (let i = 0; i < 2; i++) await insertJob(t.db, { id: Bun.randomUUIDv7().slice(0, -3) + "fff", due_at: past });
+    for (let i = 0; i < 150; i++) await insertJob(t.db, { id: `${Bun.randomUUIDv7().slice(0, -3)}000`, due_at: past });
+    for (let i = 0; i < 2; i++) await insertJob(t.db, { id: `${Bun.randomUUIDv7().slice(0, -3)}fff`, due_at: past });
     let m = await scrape(rt.url!);
     expect(series(m, 'scheduler_due_soon{within="1m"}')).toBe(1);
     expect(series(m, 'scheduler_due_soon{within="5m"}')).toBe(2);

@@ -72,7 +72,11 @@ for (const driver of DRIVERS) {
       expect(line.err.message).toContain("invalid input syntax for type integer");
       kill(proc, "SIGTERM");
       await proc.exited;
-      const everything = proc.logs().map((l) => JSON.stringify(l)).join("\n") + proc.stderr();
+      const everything =
+        proc
+          .logs()
+          .map((l) => JSON.stringify(l))
+          .join("\n") + proc.stderr();
       expect(everything).toContain("request failed");
       expect(everything).not.toContain("DONOTLOG");
       expect(everything).not.toContain("sk_live_0123456789abcdef");
@@ -87,7 +91,11 @@ describe("start-up errors never show a DATABASE_URL password", () => {
       const p = await spawnScheduler(["--mode=api"], { DATABASE_URL: url, REDIS_URL: `redis://:${PASSWORD}@` }, { waitReady: false });
       const code = await Promise.race([p.exited, Bun.sleep(30_000).then(() => "timeout" as const)]);
       kill(p);
-      const out = p.logs().map((l) => JSON.stringify(l)).join("\n") + p.stderr();
+      const out =
+        p
+          .logs()
+          .map((l) => JSON.stringify(l))
+          .join("\n") + p.stderr();
       expect(code).not.toBe(0);
       expect(out).toContain(url.startsWith("mysql") ? "DATABASE_URL" : "");
       expect(out).not.toContain(PASSWORD);

@@ -23,13 +23,23 @@ describe("stats and status (postgres)", () => {
     t = await freshDb("postgres");
     rt = await startScheduler(t.db, { SCHEDULER_TOKENS: TOKENS, SCHEDULER_STATS_INTERVAL: "200ms" });
     const mk = (tenant: string, path: string) => ({ tenant, target: { url: `${target.url}${path}` }, retry: { max_attempts: 1 } });
-    const res = await api(rt, "POST", "/v1/jobs/batch", { jobs: [mk("acme", "/ok/1"), mk("acme", "/ok/2"), mk("acme", "/bad"), mk("beta", "/ok/3")] }, auth("tokAll"));
+    const res = await api(
+      rt,
+      "POST",
+      "/v1/jobs/batch",
+      { jobs: [mk("acme", "/ok/1"), mk("acme", "/ok/2"), mk("acme", "/bad"), mk("beta", "/ok/3")] },
+      auth("tokAll"),
+    );
     expect(res.status).toBe(200);
     await api(rt, "POST", "/v1/jobs", { tenant: "beta", delay: "1h", target: { url: `${target.url}/later` } }, auth("tokAll"));
-    await eventually(async () => {
-      const [r] = await t.db.query<{ n: string | number }>("SELECT count(*) AS n FROM jobs WHERE status IN ('succeeded','dead')");
-      return Number(r!.n) === 4;
-    }, 10_000, "four jobs to end");
+    await eventually(
+      async () => {
+        const [r] = await t.db.query<{ n: string | number }>("SELECT count(*) AS n FROM jobs WHERE status IN ('succeeded','dead')");
+        return Number(r!.n) === 4;
+      },
+      10_000,
+      "four jobs to end",
+    );
   });
   afterAll(async () => {
     await rt?.stop();
@@ -53,10 +63,14 @@ describe("stats and status (postgres)", () => {
     expect(s.cluster).toMatchObject({ role: "home", region: "local" });
     expect(s.due_backlog).toBe(0);
     // The sampler runs every 200 ms: the newest sample may predate the jobs' end by that much.
-    const h = await eventually(async () => {
-      const hist = (await api(rt, "GET", "/v1/stats", undefined, auth("tokAll"))).body.history;
-      return hist.length >= 2 && hist.at(-1).dead === 1 ? hist : undefined;
-    }, 3000, "history samples after the jobs ended");
+    const h = await eventually(
+      async () => {
+        const hist = (await api(rt, "GET", "/v1/stats", undefined, auth("tokAll"))).body.history;
+        return hist.length >= 2 && hist.at(-1).dead === 1 ? hist : undefined;
+      },
+      3000,
+      "history samples after the jobs ended",
+    );
     expect(h.at(-1)).toMatchObject({ due_backlog: 0, queue_depth: 0, dead: 1 });
   });
 
@@ -76,7 +90,12 @@ describe("stats and status (postgres)", () => {
   test("scheduler status: one screen, a warning for the dead job (exit 1), one line when unreachable", async () => {
     // Not spawnSync: the scheduler it talks to runs in this test's own event loop.
     const run = async (args: string[], env: Record<string, string>) => {
-      const p = Bun.spawn([process.execPath, MAIN, "status", ...args], { env: { PATH: process.env.PATH ?? "", ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+      const p = Bun.spawn([process.execPath, MAIN, "status", ...args], {
+        env: { PATH: process.env.PATH ?? "", ...env },
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+      });
       const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
       return { code, out, err };
     };

@@ -12,10 +12,19 @@ const sha = (b: Uint8Array | string) => `sha256:${createHash("sha256").update(b)
 function hashingTarget() {
   const got: { path: string; hash: string; size: number; type: string | null; signature: string | null }[] = [];
   const server = Bun.serve({
-    hostname: "127.0.0.1", port: 0, idleTimeout: 0, maxRequestBodySize: 64 * 1024 * 1024,
+    hostname: "127.0.0.1",
+    port: 0,
+    idleTimeout: 0,
+    maxRequestBodySize: 64 * 1024 * 1024,
     fetch: async (req) => {
       const bytes = new Uint8Array(await req.arrayBuffer());
-      got.push({ path: new URL(req.url).pathname, hash: sha(bytes), size: bytes.length, type: req.headers.get("content-type"), signature: req.headers.get("webhook-signature") });
+      got.push({
+        path: new URL(req.url).pathname,
+        hash: sha(bytes),
+        size: bytes.length,
+        type: req.headers.get("content-type"),
+        signature: req.headers.get("webhook-signature"),
+      });
       return new Response("ok");
     },
   });
@@ -41,8 +50,13 @@ for (const driver of DRIVERS) {
       target.stop();
     });
 
-    const row = async (id: string) => (await tdb.db.query<{ target: any; status: string; dead_reason: string | null; last_error: string | null; size: number }>(
-      "SELECT target, status, dead_reason, last_error, pg_column_size(target) AS size FROM jobs WHERE id = $1", [id]))[0];
+    const row = async (id: string) =>
+      (
+        await tdb.db.query<{ target: any; status: string; dead_reason: string | null; last_error: string | null; size: number }>(
+          "SELECT target, status, dead_reason, last_error, pg_column_size(target) AS size FROM jobs WHERE id = $1",
+          [id],
+        )
+      )[0];
     const settled = (id: string, status: string) =>
       eventually(async () => ((await row(id))?.status === status ? row(id) : undefined), 20_000, `job ${id} ${status}`);
 
@@ -50,7 +64,9 @@ for (const driver of DRIVERS) {
       const json = { text: bigText(), n: [1, 2, 3] };
       const text = bigText();
       const a = await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/json`, body: json } });
-      const b = await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/text`, body_text: text, headers: { "content-type": "text/plain; charset=utf-8" } } });
+      const b = await api(rt, "POST", "/v1/jobs", {
+        target: { url: `${target.url}/text`, body_text: text, headers: { "content-type": "text/plain; charset=utf-8" } },
+      });
       expect(a.status).toBe(201);
       expect(b.status).toBe(201);
       const jsonBytes = new TextEncoder().encode(JSON.stringify(json));
@@ -60,7 +76,10 @@ for (const driver of DRIVERS) {
       expect(a.body.target.body_ref).toBe(sha(jsonBytes));
       expect(a.body.target.body_size).toBe(jsonBytes.length);
       expect(b.body.target.body_ref).toBe(sha(textBytes));
-      for (const [id, bytes] of [[a.body.id, jsonBytes], [b.body.id, textBytes]] as const) {
+      for (const [id, bytes] of [
+        [a.body.id, jsonBytes],
+        [b.body.id, textBytes],
+      ] as const) {
         const r = await settled(id, "succeeded");
         expect(r.target.body).toBeNull();
         expect(r.target.body_ref).toBe(sha(bytes));
@@ -94,12 +113,14 @@ for (const driver of DRIVERS) {
     test("a batch with large bodies, one of them twice: each body stored once, every job reads its own back", async () => {
       const one = "α".repeat(40_000) + Math.random(); // 80 kB in UTF-8: over the 64 KiB inline bound
       const two = "β".repeat(50_000) + Math.random();
-      const r = await api(rt, "POST", "/v1/jobs/batch", { jobs: [
-        { target: { url: `${target.url}/b1`, body_text: one }, delay: "1h" },
-        { target: { url: `${target.url}/b2`, body_text: two }, delay: "1h" },
-        { target: { url: `${target.url}/b3`, body_text: one }, delay: "1h" },
-        { target: { url: `${target.url}/b4`, body: { small: true } }, delay: "1h" },
-      ] });
+      const r = await api(rt, "POST", "/v1/jobs/batch", {
+        jobs: [
+          { target: { url: `${target.url}/b1`, body_text: one }, delay: "1h" },
+          { target: { url: `${target.url}/b2`, body_text: two }, delay: "1h" },
+          { target: { url: `${target.url}/b3`, body_text: one }, delay: "1h" },
+          { target: { url: `${target.url}/b4`, body: { small: true } }, delay: "1h" },
+        ],
+      });
       expect(r.status).toBe(200);
       const [a, b, c, d] = r.body.jobs;
       const enc = (t: string) => new TextEncoder().encode(t);
@@ -107,9 +128,18 @@ for (const driver of DRIVERS) {
       expect(c.target.body_ref).toBe(sha(enc(one)));
       expect(b.target.body_ref).toBe(sha(enc(two)));
       expect(d.target.body).toEqual({ small: true });
-      const stored = await tdb.db.query<{ hash: string; size: number }>("SELECT hash, size FROM payloads WHERE hash = ANY($1::text[]) ORDER BY size", [[sha(enc(one)), sha(enc(two))]]);
-      expect(stored).toEqual([{ hash: sha(enc(one)), size: enc(one).length }, { hash: sha(enc(two)), size: enc(two).length }]);
-      for (const [job, text] of [[a, one], [b, two], [c, one]] as const) {
+      const stored = await tdb.db.query<{ hash: string; size: number }>("SELECT hash, size FROM payloads WHERE hash = ANY($1::text[]) ORDER BY size", [
+        [sha(enc(one)), sha(enc(two))],
+      ]);
+      expect(stored).toEqual([
+        { hash: sha(enc(one)), size: enc(one).length },
+        { hash: sha(enc(two)), size: enc(two).length },
+      ]);
+      for (const [job, text] of [
+        [a, one],
+        [b, two],
+        [c, one],
+      ] as const) {
         const got = await api(rt, "GET", `/v1/jobs/${job.id}`);
         expect(got.body.target.body_text).toBe(text);
       }

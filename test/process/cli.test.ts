@@ -53,7 +53,8 @@ describe("command line", () => {
     const lines = r.err.trim().split("\n");
     expect(lines).toHaveLength(5);
     for (const line of lines) expect(line).toStartWith("scheduler: ");
-    for (const name of ["--mode", "PORT", "WORKER_CONCURRENCY", "SCHEDULER_POLL_INTERVALL", "SCHEDULER_TOKENS"]) expect(lines.some((l) => l.startsWith(`scheduler: ${name} `))).toBe(true);
+    for (const name of ["--mode", "PORT", "WORKER_CONCURRENCY", "SCHEDULER_POLL_INTERVALL", "SCHEDULER_TOKENS"])
+      expect(lines.some((l) => l.startsWith(`scheduler: ${name} `))).toBe(true);
     expect(r.err).toContain("did you mean SCHEDULER_POLL_INTERVAL?");
   });
 

@@ -34,7 +34,11 @@ describe("crashes and stops of real processes (postgres)", () => {
     const w1 = await spawnScheduler(["--mode=worker"], env());
     procs.push(w1);
 
-    const created = await api(apiProc.url, "POST", "/v1/jobs", { target: { url: `${target.url}/slow-kill` }, idempotency_key: "kill-1", retry: { max_attempts: 5, base: "100ms", max: "500ms" } });
+    const created = await api(apiProc.url, "POST", "/v1/jobs", {
+      target: { url: `${target.url}/slow-kill` },
+      idempotency_key: "kill-1",
+      retry: { max_attempts: 5, base: "100ms", max: "500ms" },
+    });
     expect(created.status).toBe(201);
     const id = created.body.id;
     // The first call arrives at the target, from w1 (the only worker).
@@ -45,10 +49,14 @@ describe("crashes and stops of real processes (postgres)", () => {
     const w2 = await spawnScheduler(["--mode=worker"], env());
     procs.push(w2);
     workers.push(w2);
-    const final = await eventually(async () => {
-      const j = (await api(apiProc.url, "GET", `/v1/jobs/${id}`)).body;
-      return j.status === "succeeded" ? j : undefined;
-    }, 20_000, "succeeded");
+    const final = await eventually(
+      async () => {
+        const j = (await api(apiProc.url, "GET", `/v1/jobs/${id}`)).body;
+        return j.status === "succeeded" ? j : undefined;
+      },
+      20_000,
+      "succeeded",
+    );
 
     const calls = target.callsTo("/slow-kill");
     expect(calls).toHaveLength(2);
@@ -99,17 +107,38 @@ describe("crashes and stops of real processes (postgres)", () => {
     const d1 = dispatcher;
     const firstEpoch = (await d1.waitForLog((l) => l.msg === "became leader")).epoch;
     await d1.waitForLog((l) => l.msg === "shards taken");
-    const d1Epochs = d1.logs().filter((l) => l.msg === "shards taken").flatMap((l) => l.epochs as number[]);
+    const d1Epochs = d1
+      .logs()
+      .filter((l) => l.msg === "shards taken")
+      .flatMap((l) => l.epochs as number[]);
     const killedAt = d2.logs().length;
     kill(d1, "SIGKILL");
     const taken = await d2.waitForLog((l) => l.msg === "became leader", 15_000);
     expect(taken.epoch).toBeGreaterThan(firstEpoch);
     // Its shards come over too, at epochs above every epoch the killed one held.
-    await eventually(() => d2.logs().slice(killedAt).some((l) => l.msg === "shards taken"), 15_000, "the killed dispatcher's shards taken");
-    const newEpochs = d2.logs().slice(killedAt).filter((l) => l.msg === "shards taken").flatMap((l) => l.epochs as number[]);
+    await eventually(
+      () =>
+        d2
+          .logs()
+          .slice(killedAt)
+          .some((l) => l.msg === "shards taken"),
+      15_000,
+      "the killed dispatcher's shards taken",
+    );
+    const newEpochs = d2
+      .logs()
+      .slice(killedAt)
+      .filter((l) => l.msg === "shards taken")
+      .flatMap((l) => l.epochs as number[]);
     expect(Math.min(...newEpochs)).toBeGreaterThan(Math.max(...d1Epochs));
-    await eventually(async () => Object.keys((await api(apiProc.url, "GET", "/v1/cluster")).body.shard_owners).length === 1, 10_000, "one dispatcher holding every shard");
-    const res = await api(apiProc.url, "POST", "/v1/jobs/batch", { jobs: Array.from({ length: 10 }, (_, i) => ({ target: { url: `${target.url}/after-failover/${i}` } })) });
+    await eventually(
+      async () => Object.keys((await api(apiProc.url, "GET", "/v1/cluster")).body.shard_owners).length === 1,
+      10_000,
+      "one dispatcher holding every shard",
+    );
+    const res = await api(apiProc.url, "POST", "/v1/jobs/batch", {
+      jobs: Array.from({ length: 10 }, (_, i) => ({ target: { url: `${target.url}/after-failover/${i}` } })),
+    });
     expect(res.status).toBe(200);
     await eventually(() => target.calls.filter((c) => c.path.startsWith("/after-failover/")).length === 10, 10_000, "delivery after takeover");
     for (const c of target.calls.filter((c) => c.path.startsWith("/after-failover/"))) {

@@ -61,7 +61,12 @@ describe("first start of the embedded default", () => {
     unlinkSync(join(dir, "PG_VERSION"));
     rmSync(join(dir, "global"), { recursive: true });
     expect(needsInit(dir)).toBe(true);
-    const db = await openPglite({ dataDir: dir, onSeedFailed: (err) => { throw err; } });
+    const db = await openPglite({
+      dataDir: dir,
+      onSeedFailed: (err) => {
+        throw err;
+      },
+    });
     try {
       expect((await db.query<{ n: number }>("SELECT 1 AS n"))[0].n).toBe(1);
       expect(existsSync(join(dir, "global", "pg_control"))).toBe(true);

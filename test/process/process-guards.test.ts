@@ -9,7 +9,10 @@ test("a lost connection's orphaned rejection is survived; any other is fatal", a
   const child = Bun.spawn([process.execPath, join(import.meta.dir, "guards-child.ts")], { stdout: "pipe", stderr: "pipe" });
   const code = await child.exited;
   const out = await new Response(child.stdout).text();
-  const lines = out.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { msg: string; level?: number; err?: { code?: string } });
+  const lines = out
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { msg: string; level?: number; err?: { code?: string } });
   expect(lines.map((l) => l.msg)).toEqual([
     "a connection failed with no caller left to tell (unhandled rejection); continuing, the pool reconnects",
     "a connection failed with no caller left to tell (unhandled rejection); continuing, the pool reconnects",

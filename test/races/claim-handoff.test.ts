@@ -36,10 +36,14 @@ for (const driver of DRIVERS) {
     /** A max_attempts: 1 job at `path`, after one lost reply: called once, attempt 1, succeeded, one try. */
     async function calledOnceAfterALostReply(path: string, lost: () => number) {
       const j = (await api(rt!, "POST", "/v1/jobs", { target: { url: `${target!.url}${path}` }, retry: { max_attempts: 1 } })).body;
-      const final = await eventually(async () => {
-        const x = (await api(rt!, "GET", `/v1/jobs/${j.id}`)).body;
-        return ["succeeded", "dead"].includes(x.status) ? x : undefined;
-      }, 10_000, "a terminal state");
+      const final = await eventually(
+        async () => {
+          const x = (await api(rt!, "GET", `/v1/jobs/${j.id}`)).body;
+          return ["succeeded", "dead"].includes(x.status) ? x : undefined;
+        },
+        10_000,
+        "a terminal state",
+      );
       expect(lost()).toBe(1);
       expect(final.status).toBe("succeeded");
       expect(target!.callsTo(path)).toHaveLength(1);
@@ -61,13 +65,17 @@ for (const driver of DRIVERS) {
       t = await freshDb(driver);
       let thrown = 0;
       // A long lease: a job stranded in running would wait 30 s for the reaper.
-      rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "30s" }, {
-        afterClaim: async (jobs) => {
-          if (jobs.length === 0) return;
-          thrown++;
-          throw new Error("test: a step after the claim failed");
+      rt = await startScheduler(
+        t.db,
+        { SCHEDULER_LEASE_TTL: "30s" },
+        {
+          afterClaim: async (jobs) => {
+            if (jobs.length === 0) return;
+            thrown++;
+            throw new Error("test: a step after the claim failed");
+          },
         },
-      });
+      );
       const res = await api(rt, "POST", "/v1/jobs/batch", {
         jobs: Array.from({ length: 5 }, (_, i) => ({ target: { url: `${target!.url}/a/${i}` } })),
       });
@@ -78,10 +86,14 @@ for (const driver of DRIVERS) {
       expect(Date.now() - t0).toBeLessThan(3000);
       expect(thrown).toBeGreaterThan(0);
       for (const id of ids) {
-        const row = await eventually(async () => {
-          const r = await jobRow(t!.db, id);
-          return r.status === "succeeded" ? r : undefined;
-        }, 3000, `job ${id} succeeded`);
+        const row = await eventually(
+          async () => {
+            const r = await jobRow(t!.db, id);
+            return r.status === "succeeded" ? r : undefined;
+          },
+          3000,
+          `job ${id} succeeded`,
+        );
         expect([row.calls, row.tries]).toEqual([1, 1]);
       }
       await Bun.sleep(200);
@@ -95,17 +107,26 @@ for (const driver of DRIVERS) {
       // A short lease: without the give-back the reaper would soon find the open attempt.
       rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" }, { mode: "api" });
       others.push(await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" }, { mode: "dispatcher" }));
-      others.push(await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" }, {
-        mode: "worker",
-        afterStartAttempts: async (ids) => {
-          if (lost > 0 || ids.length === 0) return;
-          lost++;
-          // The statement committed: its attempt rows are there, and the client sees an error.
-          const [open] = await t!.db.query<{ n: string | number }>("SELECT count(*) AS n FROM attempts WHERE job_id = ANY($1::uuid[]) AND outcome IS NULL", [ids]);
-          expect(Number(open!.n)).toBe(ids.length);
-          throw new Error("test: connection lost before the reply");
-        },
-      }));
+      others.push(
+        await startScheduler(
+          t.db,
+          { SCHEDULER_LEASE_TTL: "1s" },
+          {
+            mode: "worker",
+            afterStartAttempts: async (ids) => {
+              if (lost > 0 || ids.length === 0) return;
+              lost++;
+              // The statement committed: its attempt rows are there, and the client sees an error.
+              const [open] = await t!.db.query<{ n: string | number }>(
+                "SELECT count(*) AS n FROM attempts WHERE job_id = ANY($1::uuid[]) AND outcome IS NULL",
+                [ids],
+              );
+              expect(Number(open!.n)).toBe(ids.length);
+              throw new Error("test: connection lost before the reply");
+            },
+          },
+        ),
+      );
       await calledOnceAfterALostReply("/b", () => lost);
     }, 20_000);
 
@@ -113,17 +134,23 @@ for (const driver of DRIVERS) {
       target = new Target(() => new Response("ok"));
       t = await freshDb(driver);
       let lost = 0;
-      rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s" }, {
-        afterClaimReply: async (jobs) => {
-          const started = jobs.filter((j) => j.attempt_id !== null);
-          if (lost > 0 || started.length === 0) return;
-          lost++;
-          // The claim committed: the attempts it opened are there, and the client sees an error.
-          const [open] = await t!.db.query<{ n: string | number }>("SELECT count(*) AS n FROM attempts WHERE id = ANY($1::uuid[]) AND outcome IS NULL", [started.map((j) => j.attempt_id)]);
-          expect(Number(open!.n)).toBe(started.length);
-          throw new Error("test: connection lost before the reply");
+      rt = await startScheduler(
+        t.db,
+        { SCHEDULER_LEASE_TTL: "1s" },
+        {
+          afterClaimReply: async (jobs) => {
+            const started = jobs.filter((j) => j.attempt_id !== null);
+            if (lost > 0 || started.length === 0) return;
+            lost++;
+            // The claim committed: the attempts it opened are there, and the client sees an error.
+            const [open] = await t!.db.query<{ n: string | number }>("SELECT count(*) AS n FROM attempts WHERE id = ANY($1::uuid[]) AND outcome IS NULL", [
+              started.map((j) => j.attempt_id),
+            ]);
+            expect(Number(open!.n)).toBe(started.length);
+            throw new Error("test: connection lost before the reply");
+          },
         },
-      });
+      );
       await calledOnceAfterALostReply("/c", () => lost);
     }, 20_000);
   });

@@ -22,9 +22,21 @@ import { api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
 const done = (job_id: string): Completion => ({
-  job_id, gen: 1, attempt_id: Bun.randomUUIDv7(), outcome: "success", http_status: 200, error: null, possibly_delivered: false,
-  started_at: new Date(), finished_at: new Date(), next_status: "succeeded", next_delay_ms: null, last_error: null,
-  counts_try: true, throttle_until: null, dead_reason: null,
+  job_id,
+  gen: 1,
+  attempt_id: Bun.randomUUIDv7(),
+  outcome: "success",
+  http_status: 200,
+  error: null,
+  possibly_delivered: false,
+  started_at: new Date(),
+  finished_at: new Date(),
+  next_status: "succeeded",
+  next_delay_ms: null,
+  last_error: null,
+  counts_try: true,
+  throttle_until: null,
+  dead_reason: null,
 });
 
 describe("two completion batches reaching their schedules in opposite orders (postgres)", () => {
@@ -38,17 +50,28 @@ describe("two completion batches reaching their schedules in opposite orders (po
 
   test("both batches are written; no deadlock through the release trigger", async () => {
     for (const id of ["S1", "S2"]) {
-      await t.db.query(`INSERT INTO schedules (tenant, id, cron, timezone, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms, misfire, catchup_window_ms, overlap, max_queued)
-        VALUES ('default', $1, '* * * * *', 'UTC', '{"url":"http://127.0.0.1:9/x","method":"POST","headers":{},"body":null,"json":false}', 3, 1000, 1000, 1000, 'fire_once', 86400000, 'allow', 1)`, [id]);
+      await t.db.query(
+        `INSERT INTO schedules (tenant, id, cron, timezone, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms, misfire, catchup_window_ms, overlap, max_queued)
+        VALUES ('default', $1, '* * * * *', 'UTC', '{"url":"http://127.0.0.1:9/x","method":"POST","headers":{},"body":null,"json":false}', 3, 1000, 1000, 1000, 'fire_once', 86400000, 'allow', 1)`,
+        [id],
+      );
     }
     // Ids, insertion order and batch order agree, so whichever plan the update takes, worker
     // A's batch reaches S1 then S2, and worker B's S2 then S1.
     const ids = [0, 1, 2, 3].map(() => Bun.randomUUIDv7()).sort();
-    const plan = [["A", "S1"], ["A", "S2"], ["B", "S2"], ["B", "S1"]] as const;
+    const plan = [
+      ["A", "S1"],
+      ["A", "S2"],
+      ["B", "S2"],
+      ["B", "S1"],
+    ] as const;
     for (const [i, [owner, sid]] of plan.entries()) {
       const nominal = new Date(Date.UTC(2030, 0, 1, 0, i));
       await insertJob(t.db, { id: ids[i], schedule_id: sid, nominal_time: nominal, idempotency_key: `${sid}@${nominal.toISOString()}` });
-      await t.db.query("UPDATE jobs SET status = 'running', lease_owner = $2, lease_generation = 1, lease_until = now() + interval '1 min' WHERE id = $1", [ids[i], owner]);
+      await t.db.query("UPDATE jobs SET status = 'running', lease_owner = $2, lease_generation = 1, lease_until = now() + interval '1 min' WHERE id = $1", [
+        ids[i],
+        owner,
+      ]);
     }
     const [a1, a2, b1, b2] = ids as [string, string, string, string];
     // Each batch must stop right after its first schedule lock. The release trigger takes it
@@ -67,14 +90,23 @@ describe("two completion batches reaching their schedules in opposite orders (po
       await holder.tx(async (q) => {
         await q.query("SELECT pg_advisory_xact_lock(4711)");
         writes = [
-          completeAttempts(workerA, "A", [done(a1), done(a2)]).then((r) => r, (e) => e),
-          completeAttempts(workerB, "B", [done(b1), done(b2)]).then((r) => r, (e) => e),
+          completeAttempts(workerA, "A", [done(a1), done(a2)]).then(
+            (r) => r,
+            (e) => e,
+          ),
+          completeAttempts(workerB, "B", [done(b1), done(b2)]).then(
+            (r) => r,
+            (e) => e,
+          ),
         ];
         // Both wait: each on our lock holding its first schedule (or, with schedules locked
         // up front in key order, one of them on the other's schedule lock).
-        await eventually(async () => (await t.db.query(
-          "SELECT 1 FROM pg_stat_activity WHERE application_name IN ('worker-a', 'worker-b') AND wait_event_type = 'Lock'")).length === 2,
-          10_000, "both batches waiting");
+        await eventually(
+          async () =>
+            (await t.db.query("SELECT 1 FROM pg_stat_activity WHERE application_name IN ('worker-a', 'worker-b') AND wait_event_type = 'Lock'")).length === 2,
+          10_000,
+          "both batches waiting",
+        );
       });
       // Our commit lets both go on at once: each then wants the schedule the other holds.
     } finally {
@@ -115,10 +147,14 @@ for (const driver of DRIVERS) {
           expect(r.status).toBe(201);
           ids.push(r.body.id);
         }
-        await eventually(async () => {
-          const rows = await t.db.query<{ status: string }>("SELECT status FROM jobs WHERE id = ANY($1::uuid[])", [ids]);
-          return rows.every((r) => r.status === "succeeded");
-        }, 20_000, "every job succeeded");
+        await eventually(
+          async () => {
+            const rows = await t.db.query<{ status: string }>("SELECT status FROM jobs WHERE id = ANY($1::uuid[])", [ids]);
+            return rows.every((r) => r.status === "succeeded");
+          },
+          20_000,
+          "every job succeeded",
+        );
         expect(faults).toBeLessThan(0);
         // Long enough for a lease given up on to lapse and its job to be called again.
         await Bun.sleep(3500);
@@ -136,10 +172,14 @@ for (const driver of DRIVERS) {
       try {
         const ids: string[] = [];
         for (let i = 0; i < 3; i++) ids.push((await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/never/${i}` } })).body.id);
-        const lines = await eventually(() => {
-          const l = mem.find("outcome not recorded");
-          return l.length >= 3 ? l : undefined;
-        }, 20_000, "a log line per job left to its lease");
+        const lines = await eventually(
+          () => {
+            const l = mem.find("outcome not recorded");
+            return l.length >= 3 ? l : undefined;
+          },
+          20_000,
+          "a log line per job left to its lease",
+        );
         expect(lines.map((l) => l.job_id).sort()).toEqual([...ids].sort());
         for (const l of lines) expect(l).toMatchObject({ level: "error", outcome: "success", code: "55P03" });
         // Still running under its lease: the reaper, not a lost write, decides what happens next.

@@ -28,31 +28,41 @@ for (const driver of DRIVERS) {
 
     test("a lease that lapsed before the pre-call check: that claim never calls; the job is called once, under a later claim", async () => {
       let stalled: { gen: number; leaseUntil: number } | undefined;
-      const rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "1s", SCHEDULER_CLOCK_SKEW: "500ms" }, {
-        beforeStart: async (jobs) => {
-          const j = jobs.find((x) => x.target.url.endsWith("/stall"));
-          if (!j || stalled) return;
-          // A claim returns no lease_until (CLAIMED_COLUMNS): read it off the row.
-          const [row] = await t.db.query<{ lease_until: Date }>("SELECT lease_until FROM jobs WHERE id = $1", [j.id]);
-          stalled = { gen: j.lease_generation, leaseUntil: row.lease_until.getTime() };
-          // A stop-the-world pause of the whole process (a long GC, SIGSTOP): the renewer
-          // stops too. It ends once the lease has lapsed by the database's clock (the same
-          // machine's), plus a little.
-          Bun.sleepSync(Math.max(0, stalled.leaseUntil + 200 - Date.now()));
+      const rt = await startScheduler(
+        t.db,
+        { SCHEDULER_LEASE_TTL: "1s", SCHEDULER_CLOCK_SKEW: "500ms" },
+        {
+          beforeStart: async (jobs) => {
+            const j = jobs.find((x) => x.target.url.endsWith("/stall"));
+            if (!j || stalled) return;
+            // A claim returns no lease_until (CLAIMED_COLUMNS): read it off the row.
+            const [row] = await t.db.query<{ lease_until: Date }>("SELECT lease_until FROM jobs WHERE id = $1", [j.id]);
+            stalled = { gen: j.lease_generation, leaseUntil: row.lease_until.getTime() };
+            // A stop-the-world pause of the whole process (a long GC, SIGSTOP): the renewer
+            // stops too. It ends once the lease has lapsed by the database's clock (the same
+            // machine's), plus a little.
+            Bun.sleepSync(Math.max(0, stalled.leaseUntil + 200 - Date.now()));
+          },
         },
-      });
+      );
       try {
         const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/stall` } })).body;
-        const final = await eventually(async () => {
-          const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
-          return x.status === "succeeded" ? x : undefined;
-        }, 10_000, "succeeded");
+        const final = await eventually(
+          async () => {
+            const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
+            return x.status === "succeeded" ? x : undefined;
+          },
+          10_000,
+          "succeeded",
+        );
         expect(stalled).toBeDefined();
         await Bun.sleep(300);
         expect(target.callsTo("/stall")).toHaveLength(1);
         expect(final.attempt_log).toHaveLength(1);
         const attempts = await t.db.query<{ lease_generation: number; outcome: string }>(
-          "SELECT lease_generation, outcome FROM attempts WHERE job_id = $1 ORDER BY number", [j.id]);
+          "SELECT lease_generation, outcome FROM attempts WHERE job_id = $1 ORDER BY number",
+          [j.id],
+        );
         // The stalled claim opened no attempt: the one call came from a later claim.
         expect(attempts).toHaveLength(1);
         expect(attempts[0].lease_generation).toBeGreaterThan(stalled!.gen);
@@ -113,8 +123,9 @@ describe("the reaper and the pre-call check under any interleaving (postgres)", 
       // A's pre-call check for X now: it either commits (X not locked by the reaper yet) or
       // waits for the reaper's lock on X. Either way the gate opens only after that.
       let startDone = false;
-      const start = startAttempts(t.db, "A", "local", [{ id: xa.id, gen: xa.lease_generation, version: xa.version }], { ttlMs: 60_000, marginMs: 0 })
-        .finally(() => (startDone = true));
+      const start = startAttempts(t.db, "A", "local", [{ id: xa.id, gen: xa.lease_generation, version: xa.version }], { ttlMs: 60_000, marginMs: 0 }).finally(
+        () => (startDone = true),
+      );
       await eventually(async () => startDone || (await waiting(["transactionid", "tuple"])) > 0, 5000, "the pre-call check committed or waits for the reaper");
       await gate`SELECT pg_advisory_unlock(4242)`;
       const [reaped, started] = await Promise.all([reap, start]);
@@ -123,7 +134,8 @@ describe("the reaper and the pre-call check under any interleaving (postgres)", 
       // No attempt is left open on a job that is no longer running, and every try counted
       // is a call recorded (lost).
       const open = await t.db.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.outcome IS NULL AND j.status <> 'running'");
+        "SELECT count(*)::int AS n FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.outcome IS NULL AND j.status <> 'running'",
+      );
       expect(open[0].n).toBe(0);
       const lost = await t.db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts WHERE job_id = $1 AND outcome = 'lost'", [x.id]);
       let row = await jobRow(t.db, x.id);
@@ -189,7 +201,8 @@ describe("the reaper and the pre-call check under any interleaving (postgres)", 
       await reap;
       // The attempt is open only while its job still runs; a reap of X records it lost.
       const open = await t.db.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.outcome IS NULL AND j.status <> 'running'");
+        "SELECT count(*)::int AS n FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.outcome IS NULL AND j.status <> 'running'",
+      );
       expect(open[0].n).toBe(0);
       await t.db.exec("DROP TRIGGER test_reap_gate ON jobs; DROP TRIGGER test_commit_gate ON attempts");
       await reapExpiredLeases(t.db, { limit: 10, skewMs: 0 });
@@ -211,7 +224,9 @@ describe("the reaper and the pre-call check under any interleaving (postgres)", 
     let calls = 0;
     let calledAt = 0;
     const server = Bun.serve({
-      hostname: "127.0.0.1", port: 0, idleTimeout: 0,
+      hostname: "127.0.0.1",
+      port: 0,
+      idleTimeout: 0,
       fetch: (req) => {
         if (++calls > 1) return new Response("ok");
         calledAt = Date.now();
@@ -245,10 +260,14 @@ describe("the reaper and the pre-call check under any interleaving (postgres)", 
       expect(abortedAt! - installedAt).toBeLessThan(1800);
       expect(abortedAt! - calledAt).toBeGreaterThan(500);
       await t.db.exec("DROP TRIGGER test_refuse_renewal ON jobs");
-      const final = await eventually(async () => {
-        const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
-        return x.status === "succeeded" ? x : undefined;
-      }, 10_000, "succeeded");
+      const final = await eventually(
+        async () => {
+          const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
+          return x.status === "succeeded" ? x : undefined;
+        },
+        10_000,
+        "succeeded",
+      );
       // The aborted call is the worker's own verdict (no try used up), not the reaper's.
       expect(final.attempt_log[0]).toMatchObject({ outcome: "unknown", error: "call aborted: the lease was lost" });
       expect(final.attempt_log).toHaveLength(2);

@@ -47,11 +47,25 @@ async function callAndRetry(db: Db, fence: ShardFence, token: number, id: string
   expect(row?.id).toBe(id);
   const [att] = await startAttempts(db, worker, fence.region, [{ id, gen: row!.lease_generation, version: row!.version }], { ttlMs: TTL, marginMs: 0 });
   expect(att).toBeDefined();
-  const done = await completeAttempts(db, worker, [{
-    job_id: id, gen: row!.lease_generation, attempt_id: att!.attempt_id, outcome: "transient", http_status: 500, error: "HTTP 500",
-    possibly_delivered: false, started_at: new Date(), finished_at: new Date(), next_status: "scheduled", next_delay_ms: 0,
-    last_error: "HTTP 500", counts_try: true, throttle_until: null, dead_reason: null,
-  }]);
+  const done = await completeAttempts(db, worker, [
+    {
+      job_id: id,
+      gen: row!.lease_generation,
+      attempt_id: att!.attempt_id,
+      outcome: "transient",
+      http_status: 500,
+      error: "HTTP 500",
+      possibly_delivered: false,
+      started_at: new Date(),
+      finished_at: new Date(),
+      next_status: "scheduled",
+      next_delay_ms: 0,
+      last_error: "HTTP 500",
+      counts_try: true,
+      throttle_until: null,
+      dead_reason: null,
+    },
+  ]);
   expect(done).toHaveLength(1);
   return Number(row!.epoch);
 }
@@ -164,11 +178,16 @@ describe("two shard acquisitions from the same snapshot (postgres)", () => {
     const x = acquireShards(db, { owner: "X", shards: [0], ttlMs: TTL, skewMs: 0, region: "a" });
     const y = acquireShards(db, { owner: "Y", shards: [1], ttlMs: TTL, skewMs: 0, region: "a" });
     try {
-      await eventually(async () => {
-        const [r] = await db.query<{ n: string }>(
-          "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO leases%'");
-        return Number(r!.n) === 2;
-      }, 10_000, "both acquisitions to wait on the test's row lock");
+      await eventually(
+        async () => {
+          const [r] = await db.query<{ n: string }>(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO leases%'",
+          );
+          return Number(r!.n) === 2;
+        },
+        10_000,
+        "both acquisitions to wait on the test's row lock",
+      );
     } finally {
       unlock();
       await holder;
@@ -211,8 +230,15 @@ describe("A → B → A with real scheduler processes and a per-job fencing targ
   });
 
   const env = () => ({
-    DATABASE_URL: url, HOME_REGION: "a", SCHEDULER_SHARDS: "1", SCHEDULER_AUTO_FAILOVER: "0",
-    SCHEDULER_LEADER_TTL: "1s", SCHEDULER_LEASE_TTL: "2s", SCHEDULER_CLOCK_SKEW: "200ms", SCHEDULER_AUTHORITY_TTL: "5s", LOG_LEVEL: "info",
+    DATABASE_URL: url,
+    HOME_REGION: "a",
+    SCHEDULER_SHARDS: "1",
+    SCHEDULER_AUTO_FAILOVER: "0",
+    SCHEDULER_LEADER_TTL: "1s",
+    SCHEDULER_LEASE_TTL: "2s",
+    SCHEDULER_CLOCK_SKEW: "200ms",
+    SCHEDULER_AUTHORITY_TTL: "5s",
+    LOG_LEVEL: "info",
   });
   const start = async () => {
     const p = await spawnScheduler(["--mode=all", "--region=a"], env());
@@ -241,7 +267,10 @@ describe("A → B → A with real scheduler processes and a per-job fencing targ
     await eventually(() => taken(warm).length > takenBefore, 10_000, "the warm process to take the shard again in generation 2");
 
     const created = await api(warm.url, "POST", "/v1/jobs", {
-      target: { url: `${target.url}/j` }, idempotency_key: "fenced-job", timeout: "30s", retry: { max_attempts: 5, base: "100ms", max: "100ms" },
+      target: { url: `${target.url}/j` },
+      idempotency_key: "fenced-job",
+      timeout: "30s",
+      retry: { max_attempts: 5, base: "100ms", max: "100ms" },
     });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
@@ -257,10 +286,14 @@ describe("A → B → A with real scheduler processes and a per-job fencing targ
     await target.target.waitForCalls(2, 20_000);
     const second = target.calls[1]!;
     expect(second.headers["webhook-id"]).toBe(id);
-    const final = await eventually(async () => {
-      const [r] = await db.query<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [id]);
-      return r && ["succeeded", "dead"].includes(r.status) ? r.status : undefined;
-    }, 10_000, "the job to finish");
+    const final = await eventually(
+      async () => {
+        const [r] = await db.query<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [id]);
+        return r && ["succeeded", "dead"].includes(r.status) ? r.status : undefined;
+      },
+      10_000,
+      "the job to finish",
+    );
 
     expect(target.refused.map((c) => c.headers["scheduler-fencing-token"])).toEqual([]);
     expect(tokenOfCall(second)).toBeGreaterThanOrEqual(tokenOfCall(first));

@@ -32,11 +32,29 @@ const EVERY_S = "* * * * * *";
 
 function fields(id: string, over: Partial<ScheduleFields>): ScheduleFields {
   return {
-    tenant: "default", id, cron: "0 * * * *", timezone: "UTC", dst_gap: null, dst_fold: null,
+    tenant: "default",
+    id,
+    cron: "0 * * * *",
+    timezone: "UTC",
+    dst_gap: null,
+    dst_fold: null,
     target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
-    priority: 0, max_attempts: 3, backoff_base_ms: 1000, backoff_max_ms: 60_000, timeout_ms: 5000,
-    misfire: "fire_all", misfire_grace_ms: null, catchup_window_ms: 86_400_000, overlap: "allow", max_queued: 1,
-    window_ms: 0, paused: false, start_at: null, end_at: null, next_fire_at: null, ...over,
+    priority: 0,
+    max_attempts: 3,
+    backoff_base_ms: 1000,
+    backoff_max_ms: 60_000,
+    timeout_ms: 5000,
+    misfire: "fire_all",
+    misfire_grace_ms: null,
+    catchup_window_ms: 86_400_000,
+    overlap: "allow",
+    max_queued: 1,
+    window_ms: 0,
+    paused: false,
+    start_at: null,
+    end_at: null,
+    next_fire_at: null,
+    ...over,
   };
 }
 
@@ -64,7 +82,10 @@ async function scheduleRow(db: Db, id: string) {
 }
 
 async function jobsOf(db: Db, id: string) {
-  return db.query<{ id: string; status: string; nominal_time: Date }>("SELECT id, status, nominal_time FROM jobs WHERE schedule_id = $1 ORDER BY nominal_time", [id]);
+  return db.query<{ id: string; status: string; nominal_time: Date }>(
+    "SELECT id, status, nominal_time FROM jobs WHERE schedule_id = $1 ORDER BY nominal_time",
+    [id],
+  );
 }
 
 /** The retries counter by code, read from the registry (0 when it or the series is absent). */
@@ -136,7 +157,10 @@ for (const driver of DRIVERS) {
       const metrics = new Metrics();
       const faulty = withTestFaults(t.db, [{ query, code, probability: 1 }], { random: firstN(1) });
       const { gen } = generatorOn(faulty, metrics);
-      const err = await gen.runOnce(fence).then(() => undefined, (e) => e);
+      const err = await gen.runOnce(fence).then(
+        () => undefined,
+        (e) => e,
+      );
       expect(err?.code).toBe(code);
       let s = await scheduleRow(t.db, id);
       expect(s.paused).toBe(false);
@@ -197,7 +221,14 @@ describe("a real lock wait during generation (postgres)", () => {
     });
     await Promise.race([isLocked, done]);
     let closing: Promise<void> | undefined;
-    return { release: () => (closing ??= (async () => { release(); await done; await conn.close(); })()) };
+    return {
+      release: () =>
+        (closing ??= (async () => {
+          release();
+          await done;
+          await conn.close();
+        })()),
+    };
   }
 
   test("a lock timeout (55P03) on the occurrence it must expire: retried, not paused", async () => {
@@ -240,11 +271,21 @@ describe("a real lock wait during generation (postgres)", () => {
     try {
       const metrics = new Metrics();
       const { gen } = generatorOn(genDb, metrics);
-      const pass = gen.runOnce(fence).then(() => undefined, (e) => e);
+      const pass = gen.runOnce(fence).then(
+        () => undefined,
+        (e) => e,
+      );
       // The generator inside its transaction, in ExpireCoalesced, waiting for our lock on J.
-      const waiting = await eventually(async () => (await t.db.query<{ pid: number }>(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = 'generator-killed' AND cardinality(pg_blocking_pids(pid)) > 0")).at(0),
-        10_000, "the generator to wait for the lock on the occurrence");
+      const waiting = await eventually(
+        async () =>
+          (
+            await t.db.query<{ pid: number }>(
+              "SELECT pid FROM pg_stat_activity WHERE application_name = 'generator-killed' AND cardinality(pg_blocking_pids(pid)) > 0",
+            )
+          ).at(0),
+        10_000,
+        "the generator to wait for the lock on the occurrence",
+      );
       await t.db.query("SELECT pg_terminate_backend($1)", [waiting.pid]);
       // Before the driver fix this was an uncaught TypeError (a write to the closed
       // connection's null socket, from a setImmediate) that ended the process.
@@ -286,9 +327,17 @@ describe("ExpireMisfired and a generator on the same schedule: no deadlock (post
   test("the generator holds S and expires J while the coordinator expires misfired J: both finish, J expired once", async () => {
     // J: an unstarted occurrence of S past its start_by (the coordinator's to expire), and
     // older than S's most recent missed occurrence (the generator's to coalesce).
-    await insertSchedule(t.db, fields("S", { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(Date.now() + HOUR) }), { actor: "test", reason: null });
+    await insertSchedule(t.db, fields("S", { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(Date.now() + HOUR) }), {
+      actor: "test",
+      reason: null,
+    });
     const nominal = new Date(Date.now() - 60_000);
-    const j = await insertJob(t.db, { schedule_id: "S", nominal_time: nominal, idempotency_key: `S@${nominal.toISOString()}`, start_by: new Date(Date.now() - 1000) });
+    const j = await insertJob(t.db, {
+      schedule_id: "S",
+      nominal_time: nominal,
+      idempotency_key: `S@${nominal.toISOString()}`,
+      start_by: new Date(Date.now() - 1000),
+    });
     // The generator's side, on a connection of its own: DueSchedules' lock on S, then
     // ExpireCoalesced on J, in one transaction, as a shard holder's pass does.
     const gconn = openPostgres({ url: t.url!, maxConnections: 1, applicationName: "generator-side" });
@@ -297,18 +346,33 @@ describe("ExpireMisfired and a generator on the same schedule: no deadlock (post
     let expiring: Promise<unknown> | undefined;
     let coalesced: unknown;
     try {
-      await gconn.tx(async (q) => {
-        gPid = (await q.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))[0]!.pid;
-        await q.query("SELECT 1 FROM schedules WHERE tenant = 'default' AND id = 'S' FOR UPDATE");
-        let settled = false;
-        expiring = expireMisfired(coordinator, 100).then((r) => r, (e) => e).finally(() => (settled = true));
-        // The coordinator either finishes at once or is seen waiting for our lock on S.
-        await eventually(async () => settled || (await t.db.query(
-          "SELECT 1 FROM pg_stat_activity WHERE application_name = 'coordinator-side' AND $1 = ANY(pg_blocking_pids(pid))", [gPid])).length > 0,
-          10_000, "coordinator finished or blocked on the schedule");
-        coalesced = await q.query(sql("ExpireCoalesced"), ["default", "S", new Date()]).then((r) => r, (e) => e);
-        if (coalesced instanceof Error) throw coalesced;
-      }).catch(() => {});
+      await gconn
+        .tx(async (q) => {
+          gPid = (await q.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))[0]!.pid;
+          await q.query("SELECT 1 FROM schedules WHERE tenant = 'default' AND id = 'S' FOR UPDATE");
+          let settled = false;
+          expiring = expireMisfired(coordinator, 100)
+            .then(
+              (r) => r,
+              (e) => e,
+            )
+            .finally(() => (settled = true));
+          // The coordinator either finishes at once or is seen waiting for our lock on S.
+          await eventually(
+            async () =>
+              settled ||
+              (await t.db.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'coordinator-side' AND $1 = ANY(pg_blocking_pids(pid))", [gPid]))
+                .length > 0,
+            10_000,
+            "coordinator finished or blocked on the schedule",
+          );
+          coalesced = await q.query(sql("ExpireCoalesced"), ["default", "S", new Date()]).then(
+            (r) => r,
+            (e) => e,
+          );
+          if (coalesced instanceof Error) throw coalesced;
+        })
+        .catch(() => {});
     } finally {
       await gconn.close();
     }
@@ -327,9 +391,17 @@ describe("ExpireMisfired and a generator on the same schedule: no deadlock (post
   });
 
   test("with the schedule free, the coordinator expires the misfired occurrence", async () => {
-    await insertSchedule(t.db, fields("S2", { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(Date.now() + HOUR) }), { actor: "test", reason: null });
+    await insertSchedule(t.db, fields("S2", { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(Date.now() + HOUR) }), {
+      actor: "test",
+      reason: null,
+    });
     const nominal = new Date(Date.now() - 60_000);
-    const j = await insertJob(t.db, { schedule_id: "S2", nominal_time: nominal, idempotency_key: `S2@${nominal.toISOString()}`, start_by: new Date(Date.now() - 1000) });
+    const j = await insertJob(t.db, {
+      schedule_id: "S2",
+      nominal_time: nominal,
+      idempotency_key: `S2@${nominal.toISOString()}`,
+      start_by: new Date(Date.now() - 1000),
+    });
     const one = await insertJob(t.db, { start_by: new Date(Date.now() - 1000) });
     expect((await expireMisfired(t.db, 100)).map((r) => r.id).sort()).toEqual([j.id, one.id].sort());
   });

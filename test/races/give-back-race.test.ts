@@ -38,10 +38,14 @@ describe("giving back uncalled jobs (postgres)", () => {
       await eventually(() => opened === 1, 5000, "the check to open its attempt");
       const giveBack = releaseUncalled(t.db, "W", lease);
       // It waits on the job's row lock, which the check holds...
-      await eventually(async () => {
-        const [w] = await t.db.query<{ n: string | number }>("SELECT count(*) AS n FROM pg_locks WHERE NOT granted");
-        return Number(w!.n) > 0;
-      }, 5000, "the give-back to wait for the check's lock");
+      await eventually(
+        async () => {
+          const [w] = await t.db.query<{ n: string | number }>("SELECT count(*) AS n FROM pg_locks WHERE NOT granted");
+          return Number(w!.n) > 0;
+        },
+        5000,
+        "the give-back to wait for the check's lock",
+      );
       // ...until the check commits: then it sees the attempt the check opened.
       commit();
       await check;
@@ -55,7 +59,10 @@ describe("giving back uncalled jobs (postgres)", () => {
       expect(await releaseUncalled(t.db, "W", lease)).toHaveLength(0);
       // The next claim's first call is attempt 1 again.
       const [again] = await claimDue(t.db, { fence: h, limit: 10, token: tokenOf(h), ttlMs: 60_000, worker: "W" });
-      const [a] = await startAttempts(t.db, "W", "local", [{ id: again!.id, gen: again!.lease_generation, version: again!.version }], { ttlMs: 60_000, marginMs: 0 });
+      const [a] = await startAttempts(t.db, "W", "local", [{ id: again!.id, gen: again!.lease_generation, version: again!.version }], {
+        ttlMs: 60_000,
+        marginMs: 0,
+      });
       expect(a!.number).toBe(1);
     } finally {
       await other.close();

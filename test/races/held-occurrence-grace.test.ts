@@ -33,18 +33,28 @@ for (const driver of DRIVERS) {
 
     test("overlap=queue + misfire=skip + 1 s grace: the queued occurrence runs after the long one, not expired", async () => {
       const s = await api(rt, "POST", "/v1/schedules", {
-        id: "slow-queue", cron: "*/2 * * * * *", overlap: "queue", max_queued: 1, misfire: "skip", misfire_grace: "1s",
+        id: "slow-queue",
+        cron: "*/2 * * * * *",
+        overlap: "queue",
+        max_queued: 1,
+        misfire: "skip",
+        misfire_grace: "1s",
         target: { url: `${target.url}/slow` },
       });
       expect(s.status).toBe(201);
       await target.waitForCalls(1, 10_000);
-      const occurrences = () => t.db.query<any>(
-        "SELECT id, status, due_at = 'infinity' AS held, nominal_time, scheduled_for, start_by, dead_reason FROM jobs WHERE schedule_id = 'slow-queue' ORDER BY nominal_time",
-      );
+      const occurrences = () =>
+        t.db.query<any>(
+          "SELECT id, status, due_at = 'infinity' AS held, nominal_time, scheduled_for, start_by, dead_reason FROM jobs WHERE schedule_id = 'slow-queue' ORDER BY nominal_time",
+        );
       // The next occurrence is generated and held behind the running one.
       const held = await eventually(async () => (await occurrences()).find((o) => o.held), 10_000, "a held occurrence");
       // Its nominal time + grace passes while the first run is still being held open by the target.
-      await eventually(async () => (await t.db.query<any>("SELECT now() > $1::timestamptz AS past", [held.start_by]))[0].past, 10_000, "the held occurrence's grace to pass");
+      await eventually(
+        async () => (await t.db.query<any>("SELECT now() > $1::timestamptz AS past", [held.start_by]))[0].past,
+        10_000,
+        "the held occurrence's grace to pass",
+      );
       // The misfire expiry runs (the dispatcher's own pass, and once more here, deterministically).
       await expireMisfired(t.db, 100);
       await Bun.sleep(400);
@@ -53,10 +63,14 @@ for (const driver of DRIVERS) {
 
       letGo();
       // Released when the long run finishes: due then, its grace counted from there.
-      const released = await eventually(async () => {
-        const o = (await occurrences()).find((x) => x.id === held.id);
-        return o.status === "succeeded" || o.status === "expired" ? o : undefined;
-      }, 10_000, "the held occurrence to finish");
+      const released = await eventually(
+        async () => {
+          const o = (await occurrences()).find((x) => x.id === held.id);
+          return o.status === "succeeded" || o.status === "expired" ? o : undefined;
+        },
+        10_000,
+        "the held occurrence to finish",
+      );
       expect({ status: released.status, dead_reason: released.dead_reason }).toEqual({ status: "succeeded", dead_reason: null });
       expect(released.start_by.getTime() - released.scheduled_for.getTime()).toBe(1000);
       expect(released.scheduled_for.getTime()).toBeGreaterThan(held.start_by.getTime());

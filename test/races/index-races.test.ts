@@ -125,13 +125,23 @@ describe("Redis due index races (postgres)", () => {
       const movedAgainTo = now + 30_000;
       let hookRan = false;
       const keeper = new IndexKeeper({
-        db: t.db, index, windowMs: HOUR, reconcileMs: 60_000, log: silentLogger, metrics: new Metrics(),
+        db: t.db,
+        index,
+        windowMs: HOUR,
+        reconcileMs: 60_000,
+        log: silentLogger,
+        metrics: new Metrics(),
         beforeSettleWrite: async () => {
           hookRan = true;
           await t.db.query("UPDATE jobs SET status = 'scheduled', lease_owner = NULL, due_at = $2 WHERE id = $1", [a.id, new Date(retryAt)]);
           await t.db.query("UPDATE jobs SET due_at = $2 WHERE id = $1", [b.id, new Date(movedAgainTo)]);
           // What the relay writes for those two outbox rows.
-          await index.entriesUpsert({ entries: [{ jobId: a.id, dueMs: retryAt }, { jobId: b.id, dueMs: movedAgainTo }] });
+          await index.entriesUpsert({
+            entries: [
+              { jobId: a.id, dueMs: retryAt },
+              { jobId: b.id, dueMs: movedAgainTo },
+            ],
+          });
         },
       });
       await keeper.settle(listed, claimed);
@@ -158,7 +168,12 @@ describe("Redis due index races (postgres)", () => {
     const optsB = { db: t.db, index, batch: 100, windowMs: HOUR, log: silentLogger, fence: () => holdB };
     const relayB = new OutboxRelay(optsB);
     const optsA = {
-      db: t.db, index, batch: 1, windowMs: HOUR, log: silentLogger, fence: () => holdA,
+      db: t.db,
+      index,
+      batch: 1,
+      windowMs: HOUR,
+      log: silentLogger,
+      fence: () => holdA,
       // A took its rows; before it writes them, B takes over and runs a pass of its own.
       beforeApply: async () => {
         if (!interleave) return;
@@ -221,7 +236,9 @@ describe("Redis due index races (postgres)", () => {
     await eventually(() => keeper.usable, 10_000, "the index to be usable");
     await eventually(async () => (await outboxCount(t.db)) === 0, 10_000, "the outbox to drain");
     // Whatever path it takes (the outbox or the rebuild), the writer's change is in the index.
-    const got = await eventually(async () => ((await indexed(index))[j.id] === movedTo ? true : undefined), 3000, "the writer's change in the index").catch(() => false);
+    const got = await eventually(async () => ((await indexed(index))[j.id] === movedTo ? true : undefined), 3000, "the writer's change in the index").catch(
+      () => false,
+    );
     expect({ got, index: await indexed(index) }).toEqual({ got: true, index: { [j.id]: movedTo } });
   });
 
@@ -232,23 +249,45 @@ describe("Redis due index races (postgres)", () => {
     // A slow Redis answer must not mark the index down here (the claimer would fall back to
     // SQL and find the missed job that way): these tests are about the index path.
     const keeper = new IndexKeeper({
-      db: t.db, index, windowMs: HOUR, reconcileMs: o.reconcileMs, intervalMs: 200, opTimeoutMs: 30_000, log: o.log ?? silentLogger, metrics,
+      db: t.db,
+      index,
+      windowMs: HOUR,
+      reconcileMs: o.reconcileMs,
+      intervalMs: 200,
+      opTimeoutMs: 30_000,
+      log: o.log ?? silentLogger,
+      metrics,
     });
     closers.push(() => keeper.close());
     await keeper.lead(await takeCoordinator(t.db, "coordinator"));
     await eventually(() => keeper.usable, 10_000, "the index to be usable");
     const fence = await takeShards(t.db, "disp", { count: 1 });
     const claimer = new DueClaimer({
-      db: t.db, planner: new DispatchPlanner(testConfig().flow), index: keeper, prestageMs: o.prestageMs ?? 0, metrics, clock: new DbClock(), log: silentLogger,
+      db: t.db,
+      planner: new DispatchPlanner(testConfig().flow),
+      index: keeper,
+      prestageMs: o.prestageMs ?? 0,
+      metrics,
+      clock: new DbClock(),
+      log: silentLogger,
     });
     const pass = (limit: number) => claimer.claim({ fence, limit, token: tokenOf(fence), ttlMs: 60_000 });
     /** Inserts these jobs and waits until the relay has put every one in the index and the outbox is empty. */
     const add = async (dueAt: Date[]) => {
-      const rows = (await insertJobs(t.db, dueAt.map((d) => newJob({ due_at: d })))).map((r) => r.job);
-      await eventually(async () => {
-        const inIndex = await indexed(index);
-        return rows.every((r) => inIndex[r.id] === r.due_at.getTime()) && (await outboxCount(t.db)) === 0;
-      }, 20_000, "the jobs to reach the index");
+      const rows = (
+        await insertJobs(
+          t.db,
+          dueAt.map((d) => newJob({ due_at: d })),
+        )
+      ).map((r) => r.job);
+      await eventually(
+        async () => {
+          const inIndex = await indexed(index);
+          return rows.every((r) => inIndex[r.id] === r.due_at.getTime()) && (await outboxCount(t.db)) === 0;
+        },
+        20_000,
+        "the jobs to reach the index",
+      );
       return rows;
     };
     return { index, keeper, metrics, pass, add };
@@ -276,7 +315,12 @@ describe("Redis due index races (postgres)", () => {
     // machine not always before the 300-job backlog runs out (in a full-suite run 369 passes
     // came back short), and this test is about a saturated index path, not about the relay.
     const refill = async (n: number) => {
-      const rows = (await insertJobs(t.db, Array.from({ length: n }, () => newJob({ due_at: new Date() })))).map((r) => r.job);
+      const rows = (
+        await insertJobs(
+          t.db,
+          Array.from({ length: n }, () => newJob({ due_at: new Date() })),
+        )
+      ).map((r) => r.job);
       if (rows.length > 0) await index.entriesUpsert({ entries: rows.map((r) => ({ jobId: r.id, dueMs: r.due_at.getTime() })) });
       // And the relay done with them before the next pass: relayed after a pass had claimed
       // them, their entries came back stale, and once passes got fast (~4 ms) the index's head
@@ -308,15 +352,22 @@ describe("Redis due index races (postgres)", () => {
       await refill(got.length);
     }
     const reconciledIds = mem.find("claimed by SQL reconciliation").map((l) => l.job_id);
-    expect({ claimed: claimedAt !== undefined, notFull, byReconciliation: reconciledIds.includes(missed!.id) })
-      .toEqual({ claimed: true, notFull: 0, byReconciliation: true });
+    expect({ claimed: claimedAt !== undefined, notFull, byReconciliation: reconciledIds.includes(missed!.id) }).toEqual({
+      claimed: true,
+      notFull: 0,
+      byReconciliation: true,
+    });
     // The reconciliation waits for its interval (not every pass) and comes at the first pass
     // after it: at most one pass-to-pass cycle later, plus the pass itself.
     const after = claimedAt! - firstStart;
     maxCycle = Math.max(maxCycle, claimedAt! - prevStart);
-    expect({ after, passes, atLeast: after >= reconcileMs, within: after <= reconcileMs + 2 * maxCycle + 5 })
-      .toEqual({ after, passes, atLeast: true, within: true });
-    expect(await (metrics.indexReconciled.get()).then((m) => m.values[0]?.value ?? 0)).toBeGreaterThanOrEqual(LIMIT + 1);
+    expect({ after, passes, atLeast: after >= reconcileMs, within: after <= reconcileMs + 2 * maxCycle + 5 }).toEqual({
+      after,
+      passes,
+      atLeast: true,
+      within: true,
+    });
+    expect(await metrics.indexReconciled.get().then((m) => m.values[0]?.value ?? 0)).toBeGreaterThanOrEqual(LIMIT + 1);
     // The lateness of reconciled jobs is measured, for an alert against the bound.
     const late = metrics.registry.getSingleMetric("scheduler_index_reconcile_late_seconds");
     expect(late).toBeDefined();
@@ -339,6 +390,6 @@ describe("Redis due index races (postgres)", () => {
       late: late.filter((j) => ids.has(j.id)).length,
       soon: soon.filter((j) => ids.has(j.id)).length,
     }).toEqual({ claimed: LIMIT, late: LIMIT - 2, soon: 2 });
-    expect(await (metrics.indexReconciled.get()).then((m) => m.values[0]?.value ?? 0)).toBe(LIMIT - 2);
+    expect(await metrics.indexReconciled.get().then((m) => m.values[0]?.value ?? 0)).toBe(LIMIT - 2);
   });
 });

@@ -17,9 +17,19 @@ import { takeShards, tokenOf } from "../helpers/shards.ts";
 const LEASE = { ttlMs: 60_000, marginMs: 0 };
 
 const report = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "attempt_id">): Completion => ({
-  outcome: "success", http_status: 200, error: null, possibly_delivered: false,
-  started_at: new Date(), finished_at: new Date(), next_status: "succeeded", next_delay_ms: null, last_error: null,
-  counts_try: true, throttle_until: null, dead_reason: null, ...p,
+  outcome: "success",
+  http_status: 200,
+  error: null,
+  possibly_delivered: false,
+  started_at: new Date(),
+  finished_at: new Date(),
+  next_status: "succeeded",
+  next_delay_ms: null,
+  last_error: null,
+  counts_try: true,
+  throttle_until: null,
+  dead_reason: null,
+  ...p,
 });
 
 for (const driver of DRIVERS) {
@@ -79,10 +89,19 @@ for (const driver of DRIVERS) {
       const job = await onlyThis({ max_attempts: 1 });
       const a = await start("A", job.id);
       expect(await lapseAndReap(job.id)).toBe("dead");
-      await completeAttempts(t.db, "A", [report({
-        job_id: job.id, gen: a.gen, attempt_id: a.attemptId, outcome: "transient", http_status: 500, error: "HTTP 500",
-        next_status: "dead", dead_reason: "max_attempts", last_error: "HTTP 500",
-      })]);
+      await completeAttempts(t.db, "A", [
+        report({
+          job_id: job.id,
+          gen: a.gen,
+          attempt_id: a.attemptId,
+          outcome: "transient",
+          http_status: 500,
+          error: "HTTP 500",
+          next_status: "dead",
+          dead_reason: "max_attempts",
+          last_error: "HTTP 500",
+        }),
+      ]);
       const row = await jobRow(t.db, job.id);
       expect([row.status, row.dead_reason]).toEqual(["dead", "lease_lost"]);
       expect((await log(job.id))[0]).toMatchObject({ outcome: "lost", late_outcome: "transient", late_http_status: 500 });
@@ -101,7 +120,10 @@ for (const driver of DRIVERS) {
       row = await jobRow(t.db, job.id);
       expect([row.status, row.tries]).toEqual(["succeeded", 2]);
       const entries = await log(job.id);
-      expect(entries.map((e) => [e.number, e.outcome, e.late_outcome])).toEqual([[1, "lost", "success"], [2, "success", null]]);
+      expect(entries.map((e) => [e.number, e.outcome, e.late_outcome])).toEqual([
+        [1, "lost", "success"],
+        [2, "success", null],
+      ]);
       expect(entries.filter((e) => e.outcome === "success")).toHaveLength(1);
     });
 
@@ -111,7 +133,9 @@ for (const driver of DRIVERS) {
       expect(await lapseAndReap(job.id)).toBe("dead");
       const dead = await jobRow(t.db, job.id);
       const replayed = await replayDead(t.db, {
-        items: [{ id: job.id, version: dead.version, offsetMs: 0 }], paceStepMs: null, tenant: null,
+        items: [{ id: job.id, version: dead.version, offsetMs: 0 }],
+        paceStepMs: null,
+        tenant: null,
         audit: (r) => ({ tenant: r.tenant, actor: "test", action: "dlq.replayed", objectId: r.id, reason: null }),
       });
       expect(replayed).toHaveLength(1);

@@ -9,23 +9,35 @@ import { insertJob, jobRow } from "../helpers/jobs.ts";
 import { api, startScheduler, startSplit } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
-
 /** The pre-call check's lease: extended to 10 s, and it must still be live. */
 const LEASE = { ttlMs: 10_000, marginMs: 0 };
 
 const done = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "attempt_id">): Completion => ({
-  outcome: "success", http_status: 200, error: null, possibly_delivered: false,
-  started_at: new Date(), finished_at: new Date(), next_status: "succeeded", next_delay_ms: null, last_error: null,
-  counts_try: true, throttle_until: null, dead_reason: null, ...p,
+  outcome: "success",
+  http_status: 200,
+  error: null,
+  possibly_delivered: false,
+  started_at: new Date(),
+  finished_at: new Date(),
+  next_status: "succeeded",
+  next_delay_ms: null,
+  last_error: null,
+  counts_try: true,
+  throttle_until: null,
+  dead_reason: null,
+  ...p,
 });
 
 for (const driver of DRIVERS) {
   describe(`races named in the design (${driver})`, () => {
     let t: TestDb;
     const target = new Target((r) =>
-      r.path === "/slow" ? Bun.sleep(2500).then(() => new Response("ok"))
-      : r.path === "/slower" ? Bun.sleep(11_000).then(() => new Response("ok"))
-      : new Response("ok"));
+      r.path === "/slow"
+        ? Bun.sleep(2500).then(() => new Response("ok"))
+        : r.path === "/slower"
+          ? Bun.sleep(11_000).then(() => new Response("ok"))
+          : new Response("ok"),
+    );
     beforeAll(async () => {
       t = await freshDb(driver);
       await seedAuthority(t.db, "local");
@@ -61,10 +73,18 @@ for (const driver of DRIVERS) {
       const [bAttempt] = await startAttempts(t.db, "B", "local", [{ id: b.id, gen: b.lease_generation, version: b.version }], LEASE);
       expect(await completeAttempts(t.db, "B", [done({ job_id: b.id, gen: b.lease_generation, attempt_id: bAttempt.attempt_id })])).toHaveLength(1);
       // A finally reports — a failure that would re-queue the job. Rejected.
-      const late = await completeAttempts(t.db, "A", [done({
-        job_id: a.id, gen: a.lease_generation, attempt_id: aAttempt.attempt_id, outcome: "transient", http_status: 500,
-        error: "HTTP 500", next_status: "scheduled", next_delay_ms: 1000,
-      })]);
+      const late = await completeAttempts(t.db, "A", [
+        done({
+          job_id: a.id,
+          gen: a.lease_generation,
+          attempt_id: aAttempt.attempt_id,
+          outcome: "transient",
+          http_status: 500,
+          error: "HTTP 500",
+          next_status: "scheduled",
+          next_delay_ms: 1000,
+        }),
+      ]);
       expect(late).toHaveLength(0);
       const row = await jobRow(t.db, job.id);
       expect(row.status).toBe("succeeded");
@@ -83,7 +103,10 @@ for (const driver of DRIVERS) {
       const [a] = await claimQueued(t.db, { owner: "A", region: "local", limit: 1, leaseTtlMs: 10_000 });
       const [att] = await startAttempts(t.db, "A", "local", [{ id: a.id, gen: a.lease_generation, version: a.version }], LEASE);
       const c = done({ job_id: a.id, gen: a.lease_generation, attempt_id: att.attempt_id });
-      const [r1, r2] = await Promise.all([completeAttempts(t.db, "A", [c]), completeAttempts(t.db, "A", [{ ...c, next_status: "scheduled", next_delay_ms: 0 }])]);
+      const [r1, r2] = await Promise.all([
+        completeAttempts(t.db, "A", [c]),
+        completeAttempts(t.db, "A", [{ ...c, next_status: "scheduled", next_delay_ms: 0 }]),
+      ]);
       expect(r1.length + r2.length).toBe(1);
       expect(["succeeded", "scheduled"]).toContain((await jobRow(t.db, job.id)).status);
     });
@@ -137,7 +160,9 @@ for (const driver of DRIVERS) {
       const [b] = await claimQueued(t.db, { owner: "B", region: "local", limit: 1, leaseTtlMs: 10_000 });
       const [bt] = await startAttempts(t.db, "B", "local", [{ id: b.id, gen: b.lease_generation, version: b.version }], LEASE);
       await t.db.query("UPDATE jobs SET cancel_requested = true WHERE id = $1", [other.id]);
-      await completeAttempts(t.db, "B", [done({ job_id: b.id, gen: b.lease_generation, attempt_id: bt.attempt_id, outcome: "transient", next_status: "scheduled", next_delay_ms: 10 })]);
+      await completeAttempts(t.db, "B", [
+        done({ job_id: b.id, gen: b.lease_generation, attempt_id: bt.attempt_id, outcome: "transient", next_status: "scheduled", next_delay_ms: 10 }),
+      ]);
       expect((await jobRow(t.db, other.id)).status).toBe("cancelled");
     });
 
@@ -147,18 +172,27 @@ for (const driver of DRIVERS) {
       test("cancel after the worker claimed, before it called: not called, ends cancelled", async () => {
         let cancelAnswer: number | undefined;
         // Between the worker's claim and its pre-call check: split processes (startSplit).
-        const split = await startSplit(t.db, {}, {
-          beforeStart: async (jobs) => {
-            for (const j of jobs) if (j.target.url.endsWith("/cancel-race")) cancelAnswer = (await api(split.api, "POST", `/v1/jobs/${j.id}/cancel`, {})).status;
+        const split = await startSplit(
+          t.db,
+          {},
+          {
+            beforeStart: async (jobs) => {
+              for (const j of jobs)
+                if (j.target.url.endsWith("/cancel-race")) cancelAnswer = (await api(split.api, "POST", `/v1/jobs/${j.id}/cancel`, {})).status;
+            },
           },
-        });
+        );
         const rt = split.api;
         try {
           const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/cancel-race` } })).body;
-          const final = await eventually(async () => {
-            const x = (await api(rt!, "GET", `/v1/jobs/${j.id}`)).body;
-            return x.status === "cancelled" ? x : undefined;
-          }, 30_000, "cancelled");
+          const final = await eventually(
+            async () => {
+              const x = (await api(rt!, "GET", `/v1/jobs/${j.id}`)).body;
+              return x.status === "cancelled" ? x : undefined;
+            },
+            30_000,
+            "cancelled",
+          );
           expect(cancelAnswer).toBe(202); // it was running: cancel requested
           expect(final.attempt_log).toHaveLength(0);
           await Bun.sleep(300);
@@ -203,10 +237,14 @@ for (const driver of DRIVERS) {
         const rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "5s" });
         try {
           const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slower` }, timeout: "30s" })).body;
-          const final = await eventually(async () => {
-            const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
-            return x.status === "succeeded" ? x : undefined;
-          }, 45_000, "succeeded");
+          const final = await eventually(
+            async () => {
+              const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
+              return x.status === "succeeded" ? x : undefined;
+            },
+            45_000,
+            "succeeded",
+          );
           expect(final.attempt_log).toHaveLength(1);
           expect(target.callsTo("/slower")).toHaveLength(1);
         } finally {
@@ -224,10 +262,14 @@ for (const driver of DRIVERS) {
           const c = await api(rt, "POST", `/v1/jobs/${j.id}/cancel`, {});
           expect(c.status).toBe(202);
           expect(c.body.cancel_requested).toBe(true);
-          const final = await eventually(async () => {
-            const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
-            return x.status === "cancelled" ? x : undefined;
-          }, 30_000, "cancelled");
+          const final = await eventually(
+            async () => {
+              const x = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
+              return x.status === "cancelled" ? x : undefined;
+            },
+            30_000,
+            "cancelled",
+          );
           // Well before the target would have answered (2.5 s) or the lease renewal (1 s).
           expect(Date.now() - t0).toBeLessThan(900);
           expect(final.attempt_log).toHaveLength(1);

@@ -53,10 +53,14 @@ for (const driver of DRIVERS) {
       try {
         const r = await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/long` }, timeout: "10s", retry: { max_attempts: 3, base: "100ms" } });
         expect(r.status).toBe(201);
-        await eventually(async () => {
-          const [row] = await t.db.query<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [r.body.id]);
-          return row!.status === "succeeded" || row!.status === "dead";
-        }, 15_000, "the job to finish");
+        await eventually(
+          async () => {
+            const [row] = await t.db.query<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [r.body.id]);
+            return row!.status === "succeeded" || row!.status === "dead";
+          },
+          15_000,
+          "the job to finish",
+        );
         expect(hung()).toBe(true);
         const [row] = await t.db.query<{ status: string; calls: number }>("SELECT status, calls FROM jobs WHERE id = $1", [r.body.id]);
         expect([row!.status, row!.calls]).toEqual(["succeeded", 1]);

@@ -55,7 +55,9 @@ for (const driver of DRIVERS) {
       const row = (await readAuthority(t.db))!;
       expect(row).toMatchObject({ homeRegion: "fra", generation: 1, leader: null, leaderTerm: 0 });
       expect((await jobRow(t.db, j.id))!.status).toBe("scheduled");
-      const [audit] = await t.db.query<{ actor: string; action: string; reason: string; details: any }>("SELECT * FROM audit_log WHERE action = 'cluster.failover'");
+      const [audit] = await t.db.query<{ actor: string; action: string; reason: string; details: any }>(
+        "SELECT * FROM audit_log WHERE action = 'cluster.failover'",
+      );
       expect(audit).toMatchObject({ actor: "test", reason: "drill", details: { from: "iad", to: "fra", generation: 1, requeued: 1 } });
       // The new home's first shard holder takes a new term; its tokens are above every old one.
       const next = await takeShards(t.db, "B", { region: "fra", generation: 1 });
@@ -66,12 +68,16 @@ for (const driver of DRIVERS) {
     test("a move is refused to the home region itself, from a stale generation, or while the lease is fresh", async () => {
       await expect(moveAuthority(t.db, { to: "iad", ttlMs: 5000, by, action: "cluster.failover" })).rejects.toBeInstanceOf(AuthorityMoveRefused);
       await renewAuthority(t.db, { region: "iad", generation: 0, holder: "x", ttlMs: 60_000 });
-      await expect(moveAuthority(t.db, { to: "fra", ttlMs: 5000, by, action: "cluster.takeover", onlyIfExpiredForMs: 1000 })).rejects.toThrow("still holds its lease");
+      await expect(moveAuthority(t.db, { to: "fra", ttlMs: 5000, by, action: "cluster.takeover", onlyIfExpiredForMs: 1000 })).rejects.toThrow(
+        "still holds its lease",
+      );
       await expect(moveAuthority(t.db, { to: "fra", ttlMs: 5000, by, action: "cluster.takeover", onlyIfGeneration: 7 })).rejects.toThrow("moved meanwhile");
       expect((await readAuthority(t.db))!).toMatchObject({ homeRegion: "iad", generation: 0 });
       // Two standbys taking over from the same generation: exactly one wins.
       await t.db.query("UPDATE region_authority SET lease_until = now() - interval '1 hour'");
-      const results = await Promise.allSettled(["fra", "syd"].map((to) => moveAuthority(t.db, { to, ttlMs: 5000, by, action: "cluster.takeover", onlyIfGeneration: 0, onlyIfExpiredForMs: 1000 })));
+      const results = await Promise.allSettled(
+        ["fra", "syd"].map((to) => moveAuthority(t.db, { to, ttlMs: 5000, by, action: "cluster.takeover", onlyIfGeneration: 0, onlyIfExpiredForMs: 1000 })),
+      );
       expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
       expect((await readAuthority(t.db))!.generation).toBe(1);
     });

@@ -52,7 +52,9 @@ for (const driver of DRIVERS) {
 
     test("with a dispatcher alive in the region, the move needs no force", async () => {
       // A standby dispatcher in fra: it marks its presence at start (and every third of the TTL).
-      others.push(await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS, REGION: "fra", HOME_REGION: "iad", SCHEDULER_AUTO_FAILOVER: "0" }, { mode: "dispatcher" }));
+      others.push(
+        await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS, REGION: "fra", HOME_REGION: "iad", SCHEDULER_AUTO_FAILOVER: "0" }, { mode: "dispatcher" }),
+      );
       const r = await api(rt, "POST", "/v1/cluster/failover", { to: "fra", reason: "planned" }, as("root"));
       expect(r.status).toBe(200);
       expect(await home()).toBe("fra");

@@ -24,7 +24,11 @@ describe("drill arguments", () => {
   test("defaults, flags, and one-line errors", () => {
     expect(parseDrillArgs([])).toEqual({ jobs: 200, sync: false, json: undefined, pgBin: undefined, help: false });
     expect(parseDrillArgs(["failover", "--jobs=40", "--sync", "--json=/tmp/r.json", "--pg-bin=/opt/pg/bin"])).toEqual({
-      jobs: 40, sync: true, json: "/tmp/r.json", pgBin: "/opt/pg/bin", help: false,
+      jobs: 40,
+      sync: true,
+      json: "/tmp/r.json",
+      pgBin: "/opt/pg/bin",
+      help: false,
     });
     expect(parseDrillArgs(["--help"]).help).toBe(true);
     expect(() => parseDrillArgs(["--jobs=0"])).toThrow("--jobs must be a whole number");
@@ -100,11 +104,26 @@ describe("the drill's webhook target", () => {
 
 describe("the drill's analysis", () => {
   const call = (c: Partial<TargetCall> & { at: number; key: string; token: bigint }): TargetCall => ({
-    path: c.key.startsWith("drill-tick") ? "/s" : `/j/${c.key}`, webhookId: `w-${c.key}`, scheduledFor: null, nominalTime: null,
-    catchup: false, attempt: 1, accepted: true, ...c,
+    path: c.key.startsWith("drill-tick") ? "/s" : `/j/${c.key}`,
+    webhookId: `w-${c.key}`,
+    scheduledFor: null,
+    nominalTime: null,
+    catchup: false,
+    attempt: 1,
+    accepted: true,
+    ...c,
   });
   const job = (i: number, runAt: number, acked = true): JobRecord => ({
-    i, key: `drill-${i}`, runAt, firstAttemptAt: 0, ackAt: acked ? 1 : null, ackStatus: acked ? 201 : null, ackRegion: "a", attempts: 1, lastError: null, rejected: null,
+    i,
+    key: `drill-${i}`,
+    runAt,
+    firstAttemptAt: 0,
+    ackAt: acked ? 1 : null,
+    ackStatus: acked ? 201 : null,
+    ackRegion: "a",
+    attempts: 1,
+    lastError: null,
+    rejected: null,
   });
   const killAt = 1000;
   const jobs = [job(0, 500), job(1, 800), job(2, 2000), job(3, 3000), job(4, 6000), job(5, 6000), job(6, 9000, false)];
@@ -125,12 +144,29 @@ describe("the drill's analysis", () => {
   test("lost, duplicates vs redelivery after the crash, early, rto, outage, misfire, old home", () => {
     const a = analyze({ calls, jobs, schedulePath: "/s", killAt, newGeneration: 1, oldRegionFrom: 10_000 });
     expect(a).toMatchObject({
-      jobs_created: 7, jobs_acknowledged: 6, jobs_delivered: 5, lost: 1, lost_keys: ["drill-3"],
-      duplicates_accepted: 1, duplicate_keys: ["drill-4"], redelivered_after_crash: 1, redelivered_keys: ["drill-1"],
-      early: 1, early_keys: ["drill-5"], stale_refused: 1, rto_ms: 4000, due_before_kill: 2,
-      outage_due: 2, outage_due_delivered: 1, // drill-2 late, drill-3 never
-      catchup_runs: 1, ticks_before_kill: 1, ticks_after_takeover: 1, misfire_ok: false,
-      old_region_calls: 1, old_region_accepted: 0, passed: false,
+      jobs_created: 7,
+      jobs_acknowledged: 6,
+      jobs_delivered: 5,
+      lost: 1,
+      lost_keys: ["drill-3"],
+      duplicates_accepted: 1,
+      duplicate_keys: ["drill-4"],
+      redelivered_after_crash: 1,
+      redelivered_keys: ["drill-1"],
+      early: 1,
+      early_keys: ["drill-5"],
+      stale_refused: 1,
+      rto_ms: 4000,
+      due_before_kill: 2,
+      outage_due: 2,
+      outage_due_delivered: 1, // drill-2 late, drill-3 never
+      catchup_runs: 1,
+      ticks_before_kill: 1,
+      ticks_after_takeover: 1,
+      misfire_ok: false,
+      old_region_calls: 1,
+      old_region_accepted: 0,
+      passed: false,
     });
   });
 
@@ -139,22 +175,65 @@ describe("the drill's analysis", () => {
     clean.push(call({ at: 5200, key: "drill-3", token: G + 1n }), call({ at: 6100, key: "drill-5", token: G + 1n, scheduledFor: 6000 }));
     const ok = analyze({ calls: clean, jobs, schedulePath: "/s", killAt, newGeneration: 1, oldRegionFrom: 10_000 });
     expect(ok).toMatchObject({ lost: 0, duplicates_accepted: 0, early: 0, misfire_ok: true, passed: true, redelivered_after_crash: 1 });
-    const twoCatchups = analyze({ calls: [...clean, call({ at: 5060, key: "drill-tick@t1b", token: G + 1n, catchup: true })], jobs, schedulePath: "/s", killAt, newGeneration: 1, oldRegionFrom: 10_000 });
+    const twoCatchups = analyze({
+      calls: [...clean, call({ at: 5060, key: "drill-tick@t1b", token: G + 1n, catchup: true })],
+      jobs,
+      schedulePath: "/s",
+      killAt,
+      newGeneration: 1,
+      oldRegionFrom: 10_000,
+    });
     expect(twoCatchups).toMatchObject({ catchup_runs: 2, misfire_ok: false, passed: false });
-    const oldAccepted = analyze({ calls: [...clean, call({ at: 10_200, key: "drill-0", token: 9n })], jobs, schedulePath: "/s", killAt, newGeneration: 1, oldRegionFrom: 10_000 });
+    const oldAccepted = analyze({
+      calls: [...clean, call({ at: 10_200, key: "drill-0", token: 9n })],
+      jobs,
+      schedulePath: "/s",
+      killAt,
+      newGeneration: 1,
+      oldRegionFrom: 10_000,
+    });
     expect(oldAccepted).toMatchObject({ old_region_calls: 2, old_region_accepted: 1, passed: false });
   });
 
   test("the report table names every criterion", () => {
     const a = analyze({ calls, jobs, schedulePath: "/s", killAt, newGeneration: 1, oldRegionFrom: 10_000 });
     const r: DrillReport = {
-      drill: "failover", ...a, sync: true, jobs_requested: 7, started_at: "", finished_at: "", generation_before: 0, generation_after: 1,
-      promote_ms: 200, takeover_ms: 3900, takeover: null, create_requests: 9, create_retries: { connection: 2 }, phases_ms: { postgres: 1500 },
-      postgres: { version: "15.2", bin: "/x" }, machine: { cpu_model: "cpu", cores: 2, memory_gb: 4, os: "linux", bun: "1" }, notes: ["a note"], error: null, logs_dir: null,
+      drill: "failover",
+      ...a,
+      sync: true,
+      jobs_requested: 7,
+      started_at: "",
+      finished_at: "",
+      generation_before: 0,
+      generation_after: 1,
+      promote_ms: 200,
+      takeover_ms: 3900,
+      takeover: null,
+      create_requests: 9,
+      create_retries: { connection: 2 },
+      phases_ms: { postgres: 1500 },
+      postgres: { version: "15.2", bin: "/x" },
+      machine: { cpu_model: "cpu", cores: 2, memory_gb: 4, os: "linux", bun: "1" },
+      notes: ["a note"],
+      error: null,
+      logs_dir: null,
     };
     const text = formatReport(r);
     expect(text.split("\n")[0]).toContain("FAILED");
-    for (const s of ["lost (acknowledged, never accepted)", "duplicates accepted", "early", "stale calls refused", "of which accepted", "misfire policy kept", "RTO: kill → first call accepted from region b", "4000 ms", "lost: drill-3", "duplicates: drill-4", "a note", "postgres"]) {
+    for (const s of [
+      "lost (acknowledged, never accepted)",
+      "duplicates accepted",
+      "early",
+      "stale calls refused",
+      "of which accepted",
+      "misfire policy kept",
+      "RTO: kill → first call accepted from region b",
+      "4000 ms",
+      "lost: drill-3",
+      "duplicates: drill-4",
+      "a note",
+      "postgres",
+    ]) {
       expect(text).toContain(s);
     }
   });
@@ -187,7 +266,14 @@ describe("primary and streaming standby (real PostgreSQL)", () => {
     const standby = mk("standby");
     try {
       await primary.initdb();
-      primary.appendConf({ listen_addresses: "127.0.0.1", unix_socket_directories: dir, wal_level: "replica", max_wal_senders: 5, hot_standby: "on", fsync: "off" });
+      primary.appendConf({
+        listen_addresses: "127.0.0.1",
+        unix_socket_directories: dir,
+        wal_level: "replica",
+        max_wal_senders: 5,
+        hot_standby: "on",
+        fsync: "off",
+      });
       await primary.start();
       await primary.sql("create database scheduler");
       await standby.basebackupFrom(primary, "standby");
@@ -225,7 +311,14 @@ describe("primary and streaming standby (real PostgreSQL)", () => {
 
 describe("scheduler drill failover (the real CLI)", () => {
   test("--sync: nothing lost, duplicated, early or accepted from the old home; misfire kept; everything removed", async () => {
-    const drillDirs = () => new Set([...new Set([tmpdir(), "/tmp"])].flatMap((d) => readdirSync(d).filter((n) => n.startsWith("scheduler-drill-")).map((n) => join(d, n))));
+    const drillDirs = () =>
+      new Set(
+        [...new Set([tmpdir(), "/tmp"])].flatMap((d) =>
+          readdirSync(d)
+            .filter((n) => n.startsWith("scheduler-drill-"))
+            .map((n) => join(d, n)),
+        ),
+      );
     const before = drillDirs();
     const out = mkdtempSync(join(tmpdir(), "drill-report-"));
     const file = join(out, "report.json");
@@ -244,7 +337,17 @@ describe("scheduler drill failover (the real CLI)", () => {
       expect(code, context).toBe(0);
       expect(stdout).toContain("scheduler drill failover: PASSED");
       const r = JSON.parse(readFileSync(file, "utf8")) as DrillReport;
-      expect(r, context).toMatchObject({ passed: true, sync: true, lost: 0, duplicates_accepted: 0, early: 0, old_region_accepted: 0, misfire_ok: true, error: null, logs_dir: null });
+      expect(r, context).toMatchObject({
+        passed: true,
+        sync: true,
+        lost: 0,
+        duplicates_accepted: 0,
+        early: 0,
+        old_region_accepted: 0,
+        misfire_ok: true,
+        error: null,
+        logs_dir: null,
+      });
       expect(r.jobs_created).toBe(40);
       expect(r.jobs_acknowledged, context).toBe(40);
       expect(r.jobs_delivered).toBe(40);

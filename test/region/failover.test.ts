@@ -40,8 +40,13 @@ describe("region failover with real processes (postgres)", () => {
   });
 
   const env = (extra: Record<string, string> = {}) => ({
-    DATABASE_URL: url, HOME_REGION: "a", SCHEDULER_AUTHORITY_TTL: `${TTL}ms`, SCHEDULER_CLOCK_SKEW: `${SKEW}ms`,
-    SCHEDULER_LEADER_TTL: "1s", SCHEDULER_LEASE_TTL: "2s", ...extra,
+    DATABASE_URL: url,
+    HOME_REGION: "a",
+    SCHEDULER_AUTHORITY_TTL: `${TTL}ms`,
+    SCHEDULER_CLOCK_SKEW: `${SKEW}ms`,
+    SCHEDULER_LEADER_TTL: "1s",
+    SCHEDULER_LEASE_TTL: "2s",
+    ...extra,
   });
   async function region(name: string, extra: Record<string, string> = {}): Promise<Proc> {
     const p = await spawnScheduler(["--mode=all", `--region=${name}`], env(extra));
@@ -114,7 +119,11 @@ describe("region failover with real processes (postgres)", () => {
     const b = await region("b");
     await homeRenewing(a);
     const start = Date.now() + 500;
-    const jobs = Array.from({ length: 30 }, (_, i) => ({ target: { url: `${target.url}/m${i}` }, run_at: new Date(start + i * 100).toISOString(), idempotency_key: `m${i}` }));
+    const jobs = Array.from({ length: 30 }, (_, i) => ({
+      target: { url: `${target.url}/m${i}` },
+      run_at: new Date(start + i * 100).toISOString(),
+      idempotency_key: `m${i}`,
+    }));
     expect((await api(a.url, "POST", "/v1/jobs/batch", { jobs })).status).toBe(200);
     await Bun.sleep(start + 1200 - Date.now());
     const moved = await api(b.url, "POST", "/v1/cluster/failover", { to: "b", reason: "planned move" });
@@ -138,7 +147,9 @@ describe("region failover with real processes (postgres)", () => {
     // already on the wire lands a moment later: within the same 200 ms.
     const [late] = await db.query<{ checked: string; started: string }>(
       `SELECT count(*) FILTER (WHERE id >= uuid_v7_floor($2)) AS checked, count(*) FILTER (WHERE started_at > $3) AS started
-       FROM attempts WHERE epoch < $1`, [GEN1, new Date(fencedAt + 1), new Date(fencedAt + 200)]);
+       FROM attempts WHERE epoch < $1`,
+      [GEN1, new Date(fencedAt + 1), new Date(fencedAt + 200)],
+    );
     expect([Number(late.checked), Number(late.started)]).toEqual([0, 0]);
     // The old region's leader notices within one leader lease interval, and sends writes on.
     await a.waitForLog((l) => String(l.msg).startsWith("lost leadership"), 1500);

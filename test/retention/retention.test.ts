@@ -18,14 +18,19 @@ const defaults = (): Config["retention"] => ({ ...testConfig().retention, interv
 
 /** A job finished `ageMs` ago in `status` (set straight in SQL: the pruner only reads rows), with `attempts` attempt rows. */
 async function finished(db: Db, status: string, ageMs: number | null, o: { attempts?: number; bodyRef?: string } = {}) {
-  const j = newJob(o.bodyRef ? { target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: true, body_ref: o.bodyRef, body_size: 10 } } : {});
+  const j = newJob(
+    o.bodyRef ? { target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: true, body_ref: o.bodyRef, body_size: 10 } } : {},
+  );
   await insertJobs(db, [j]);
   await db.query(
     "UPDATE jobs SET status = $2, finished_at = CASE WHEN $3::float8 IS NULL THEN NULL ELSE now() - make_interval(secs => $3::float8 / 1000) END WHERE id = $1",
     [j.id, status, ageMs],
   );
   for (let n = 1; n <= (o.attempts ?? 0); n++) {
-    await db.query("INSERT INTO attempts (id, job_id, number, lease_generation, worker, started_at, finished_at, outcome) VALUES (gen_random_uuid(), $1, $2, 1, 'w', now() - interval '40 days', now() - interval '40 days', 'transient')", [j.id, n]);
+    await db.query(
+      "INSERT INTO attempts (id, job_id, number, lease_generation, worker, started_at, finished_at, outcome) VALUES (gen_random_uuid(), $1, $2, 1, 'w', now() - interval '40 days', now() - interval '40 days', 'transient')",
+      [j.id, n],
+    );
   }
   return j.id;
 }
@@ -63,17 +68,41 @@ for (const driver of DRIVERS) {
       await db.query("INSERT INTO audit_log (at, actor, action) VALUES (now() - interval '400 days', 'test', 'old.thing')");
 
       // Payloads: referenced by a live job, by a schedule, only by a job pruned now, by nothing (old), by nothing (recent).
-      const [byJob, bySchedule, byPrunedJob, orphanOld, orphanNew] = ["job", "schedule", "pruned", "orphan-old", "orphan-new"].map((s) => payloadOf(`${s} ${Math.random()}`));
+      const [byJob, bySchedule, byPrunedJob, orphanOld, orphanNew] = ["job", "schedule", "pruned", "orphan-old", "orphan-new"].map((s) =>
+        payloadOf(`${s} ${Math.random()}`),
+      );
       await db.tx((q) => storePayloads(q, [byJob, bySchedule, byPrunedJob, orphanOld, orphanNew]));
       await db.query("UPDATE payloads SET used_at = now() - interval '2 days' WHERE hash <> $1", [orphanNew.ref]);
       const liveRef = await finished(db, "scheduled", null, { bodyRef: byJob.ref });
       const prunedRef = await finished(db, "succeeded", 9 * DAY, { bodyRef: byPrunedJob.ref });
-      await insertSchedule(db, {
-        tenant: "default", id: "keeps-payload", cron: "0 9 * * *", timezone: "UTC", dst_gap: null, dst_fold: null,
-        target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false, body_ref: bySchedule.ref, body_size: 10 },
-        priority: 0, max_attempts: 1, backoff_base_ms: 1000, backoff_max_ms: 1000, timeout_ms: 1000, misfire: "skip", misfire_grace_ms: null,
-        catchup_window_ms: DAY, overlap: "skip", max_queued: 1, window_ms: 0, paused: true, start_at: null, end_at: null, next_fire_at: null,
-      }, { actor: "test" });
+      await insertSchedule(
+        db,
+        {
+          tenant: "default",
+          id: "keeps-payload",
+          cron: "0 9 * * *",
+          timezone: "UTC",
+          dst_gap: null,
+          dst_fold: null,
+          target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false, body_ref: bySchedule.ref, body_size: 10 },
+          priority: 0,
+          max_attempts: 1,
+          backoff_base_ms: 1000,
+          backoff_max_ms: 1000,
+          timeout_ms: 1000,
+          misfire: "skip",
+          misfire_grace_ms: null,
+          catchup_window_ms: DAY,
+          overlap: "skip",
+          max_queued: 1,
+          window_ms: 0,
+          paused: true,
+          start_at: null,
+          end_at: null,
+          next_fire_at: null,
+        },
+        { actor: "test" },
+      );
 
       const metrics = new Metrics();
       const r = await pruner({}, metrics).runOnce();
@@ -135,7 +164,10 @@ for (const driver of DRIVERS) {
 
     test("the loop drains a backlog without waiting a full interval between batches, and stops", async () => {
       const db = tdb.db;
-      await insertJobs(db, Array.from({ length: 120 }, () => newJob()));
+      await insertJobs(
+        db,
+        Array.from({ length: 120 }, () => newJob()),
+      );
       await db.query("UPDATE jobs SET status = 'cancelled', finished_at = now() - interval '10 days'");
       const p = pruner({ batch: 25, intervalMs: 60_000 });
       p.start();

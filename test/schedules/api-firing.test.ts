@@ -101,10 +101,14 @@ for (const driver of DRIVERS) {
       expect(p.status).toBe(200);
       expect(p.body).toMatchObject({ paused: true, paused_reason: "quiet, please" });
       // Anything generated just before the pause finishes first.
-      await eventually(async () => {
-        const items = (await api(rt, "GET", "/v1/jobs?schedule_id=tick&limit=1000")).body.items as any[];
-        return items.every((j) => !["scheduled", "queued", "running"].includes(j.status));
-      }, 3000, "the occurrences generated before the pause to finish");
+      await eventually(
+        async () => {
+          const items = (await api(rt, "GET", "/v1/jobs?schedule_id=tick&limit=1000")).body.items as any[];
+          return items.every((j) => !["scheduled", "queued", "running"].includes(j.status));
+        },
+        3000,
+        "the occurrences generated before the pause to finish",
+      );
       const settled = target.callsTo("/tick").length;
       await Bun.sleep(2000);
       const all = target.callsTo("/tick");
@@ -125,17 +129,25 @@ for (const driver of DRIVERS) {
     test("410 Gone: the schedule ends paused with a reason naming 410, its job dead, and no more calls", async () => {
       const s = await mustSchedule(rt, { id: "retired", cron: "* * * * * *", target: { url: `${target.url}/gone` }, retry: { max_attempts: 5 } });
       await eventually(() => target.callsTo("/gone").length >= 1, 4000, "the first call to the retired target");
-      const paused = await eventually(async () => {
-        const g = await schedule(s.id);
-        return g.paused ? g : null;
-      }, 5000, "the schedule to be paused after 410");
+      const paused = await eventually(
+        async () => {
+          const g = await schedule(s.id);
+          return g.paused ? g : null;
+        },
+        5000,
+        "the schedule to be paused after 410",
+      );
       expect(paused.paused_reason).toMatch(/410/);
       expect(paused.version).toBeGreaterThan(1);
       const first = target.callsTo("/gone")[0];
-      const j = await eventually(async () => {
-        const x = await job(first.headers["webhook-id"]);
-        return x.status === "dead" ? x : null;
-      }, 3000, "the 410'd job to be dead");
+      const j = await eventually(
+        async () => {
+          const x = await job(first.headers["webhook-id"]);
+          return x.status === "dead" ? x : null;
+        },
+        3000,
+        "the 410'd job to be dead",
+      );
       expect(j.schedule_id).toBe("retired");
       expect(j.attempts).toBe(1);
       expect(j.attempt_log.map((a: any) => a.http_status)).toEqual([410]);

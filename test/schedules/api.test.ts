@@ -4,7 +4,18 @@ import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
 import type { Runtime } from "../../src/runtime.ts";
 import {
-  allSchedulePages, bearer, checkPreviewItem, createSchedule, dailyInstants, expectError, HOOK, LOCAL_ISO, ms, mustSchedule, offsetAt, UTC_ISO,
+  allSchedulePages,
+  bearer,
+  checkPreviewItem,
+  createSchedule,
+  dailyInstants,
+  expectError,
+  HOOK,
+  LOCAL_ISO,
+  ms,
+  mustSchedule,
+  offsetAt,
+  UTC_ISO,
 } from "./support.ts";
 
 const TOKENS = tokenSpec("tokA:acme:jobs:read,jobs:write;tokB:beta:jobs:read,jobs:write;tokAll:*:admin");
@@ -41,18 +52,30 @@ for (const driver of DRIVERS) {
       test("201 with the schedule object; next_fire_at is the first instant after now (checked with Temporal)", async () => {
         const before = Date.now();
         const r = await createSchedule(rt, {
-          id: "daily-report", cron: "0 9 * * 1-5", timezone: NY,
+          id: "daily-report",
+          cron: "0 9 * * 1-5",
+          timezone: NY,
           target: { url: HOOK, method: "put", headers: { "x-a": "b" }, body: { hello: "world" } },
         });
         const after = Date.now();
         expect(r.status).toBe(201);
         const s = r.body;
         expect(s).toMatchObject({
-          id: "daily-report", tenant: "default", cron: "0 9 * * 1-5", timezone: NY,
+          id: "daily-report",
+          tenant: "default",
+          cron: "0 9 * * 1-5",
+          timezone: NY,
           dst: { gap: "shift", fold: "first" },
           target: { url: HOOK, method: "PUT", headers: { "x-a": "b" }, body: { hello: "world" } },
-          misfire: "fire_once", overlap: "skip", max_queued: 1, paused: false, paused_reason: null,
-          misfire_grace: null, start_at: null, end_at: null, version: 1,
+          misfire: "fire_once",
+          overlap: "skip",
+          max_queued: 1,
+          paused: false,
+          paused_reason: null,
+          misfire_grace: null,
+          start_at: null,
+          end_at: null,
+          version: 1,
           occurrences: { generated: 0, skipped: 0, misfired: 0 },
         });
         expect(s.next_fire_at).toMatch(UTC_ISO);
@@ -257,10 +280,16 @@ for (const driver of DRIVERS) {
         // Across the March 2030 DST start (March 10): offsets change from -05:00 to -04:00.
         const spring = await get((await mustSchedule(rt, { cron: "0 9 * * 1-5", timezone: NY, start_at: "2030-03-07T00:00:00Z" })).id, "?preview=4");
         expect(spring.body.preview.map((x: any) => x.local)).toEqual([
-          "2030-03-07T09:00:00-05:00", "2030-03-08T09:00:00-05:00", "2030-03-11T09:00:00-04:00", "2030-03-12T09:00:00-04:00",
+          "2030-03-07T09:00:00-05:00",
+          "2030-03-08T09:00:00-05:00",
+          "2030-03-11T09:00:00-04:00",
+          "2030-03-12T09:00:00-04:00",
         ]);
         expect(spring.body.preview.map((x: any) => ms(x.at))).toEqual([
-          ms("2030-03-07T14:00:00Z"), ms("2030-03-08T14:00:00Z"), ms("2030-03-11T13:00:00Z"), ms("2030-03-12T13:00:00Z"),
+          ms("2030-03-07T14:00:00Z"),
+          ms("2030-03-08T14:00:00Z"),
+          ms("2030-03-11T13:00:00Z"),
+          ms("2030-03-12T13:00:00Z"),
         ]);
       });
 
@@ -289,8 +318,18 @@ for (const driver of DRIVERS) {
         const hourly = await mustSchedule(rt, { cron: "30 * * * *", timezone: NY, start_at: "2027-11-07T04:00:00Z" });
         const hp = (await get(hourly.id, "?preview=4")).body.preview as { at: string; local: string }[];
         for (const item of hp) checkPreviewItem(item, NY);
-        expect(hp.map((x) => x.local)).toEqual(["2027-11-07T00:30:00-04:00", "2027-11-07T01:30:00-04:00", "2027-11-07T01:30:00-05:00", "2027-11-07T02:30:00-05:00"]);
-        expect(hp.map((x) => ms(x.at))).toEqual([ms("2027-11-07T04:30:00Z"), ms("2027-11-07T05:30:00Z"), ms("2027-11-07T06:30:00Z"), ms("2027-11-07T07:30:00Z")]);
+        expect(hp.map((x) => x.local)).toEqual([
+          "2027-11-07T00:30:00-04:00",
+          "2027-11-07T01:30:00-04:00",
+          "2027-11-07T01:30:00-05:00",
+          "2027-11-07T02:30:00-05:00",
+        ]);
+        expect(hp.map((x) => ms(x.at))).toEqual([
+          ms("2027-11-07T04:30:00Z"),
+          ms("2027-11-07T05:30:00Z"),
+          ms("2027-11-07T06:30:00Z"),
+          ms("2027-11-07T07:30:00Z"),
+        ]);
         const fixed = await mustSchedule(rt, { cron: "30 1 * * *", timezone: NY, start_at: "2027-11-06T00:00:00Z" });
         const fp = (await get(fixed.id, "?preview=3")).body.preview as { at: string; local: string }[];
         expect(fp.map((x) => x.local)).toEqual(["2027-11-06T01:30:00-04:00", "2027-11-07T01:30:00-04:00", "2027-11-08T01:30:00-05:00"]);
@@ -301,7 +340,10 @@ for (const driver of DRIVERS) {
         const r = await get(s.id, "?preview=10");
         expect(r.status).toBe(200);
         expect(r.body.preview.map((x: any) => ms(x.at))).toEqual([
-          ms("2030-01-01T00:00:00Z"), ms("2030-01-02T00:00:00Z"), ms("2030-01-03T00:00:00Z"), ms("2030-01-04T00:00:00Z"),
+          ms("2030-01-01T00:00:00Z"),
+          ms("2030-01-02T00:00:00Z"),
+          ms("2030-01-03T00:00:00Z"),
+          ms("2030-01-04T00:00:00Z"),
         ]);
         expect((await get(s.id, "?preview=1000")).body.preview.length).toBe(4);
         // Many, unbounded: exactly 1000, all in order.
@@ -360,9 +402,14 @@ for (const driver of DRIVERS) {
         expect(b.tenant).toBe("beta");
         expectError(await createSchedule(tokened, { tenant: "beta" }, A), 403);
         const tries: [string, string, unknown?][] = [
-          ["GET", "/v1/schedules/iso"], ["GET", "/v1/schedules/iso?preview=3"], ["GET", "/v1/schedules/iso?tenant=acme"],
-          ["PATCH", "/v1/schedules/iso", { cron: "0 10 * * *" }], ["POST", "/v1/schedules/iso/pause", {}],
-          ["POST", "/v1/schedules/iso/resume", {}], ["POST", "/v1/schedules/iso/trigger", {}], ["DELETE", "/v1/schedules/iso"],
+          ["GET", "/v1/schedules/iso"],
+          ["GET", "/v1/schedules/iso?preview=3"],
+          ["GET", "/v1/schedules/iso?tenant=acme"],
+          ["PATCH", "/v1/schedules/iso", { cron: "0 10 * * *" }],
+          ["POST", "/v1/schedules/iso/pause", {}],
+          ["POST", "/v1/schedules/iso/resume", {}],
+          ["POST", "/v1/schedules/iso/trigger", {}],
+          ["DELETE", "/v1/schedules/iso"],
         ];
         for (const [method, path, body] of tries) {
           const r = await api(tokened, method, path, body, B);
@@ -396,7 +443,15 @@ for (const driver of DRIVERS) {
         const s = await mustSchedule(rt, { cron: "0 9 * * 1-5", timezone: NY });
         const p1 = await api(rt, "PATCH", `/v1/schedules/${s.id}`, { if_version: 1, priority: 5, overlap: "queue", max_queued: 3 });
         expect(p1.status).toBe(200);
-        expect(p1.body).toMatchObject({ id: s.id, version: 2, priority: 5, overlap: "queue", max_queued: 3, cron: "0 9 * * 1-5", next_fire_at: s.next_fire_at });
+        expect(p1.body).toMatchObject({
+          id: s.id,
+          version: 2,
+          priority: 5,
+          overlap: "queue",
+          max_queued: 3,
+          cron: "0 9 * * 1-5",
+          next_fire_at: s.next_fire_at,
+        });
         const stale = await api(rt, "PATCH", `/v1/schedules/${s.id}`, { if_version: 1, priority: 7 });
         expectError(stale, 409);
         expect((await get(s.id)).body).toMatchObject({ version: 2, priority: 5 });
@@ -476,7 +531,14 @@ for (const driver of DRIVERS) {
         const after = Date.now();
         expect(r.status).toBe(201);
         const j = r.body;
-        expect(j).toMatchObject({ tenant: "default", schedule_id: "trig-me", status: "scheduled", priority: 3, retry: { max_attempts: 4 }, target: { url: HOOK } });
+        expect(j).toMatchObject({
+          tenant: "default",
+          schedule_id: "trig-me",
+          status: "scheduled",
+          priority: 3,
+          retry: { max_attempts: 4 },
+          target: { url: HOOK },
+        });
         expect(j.nominal_time).toMatch(UTC_ISO);
         const nominal = ms(j.nominal_time);
         expect(nominal).toBeGreaterThanOrEqual(before - 1000);

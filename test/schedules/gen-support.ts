@@ -88,11 +88,22 @@ const ms = (d: unknown): number | null => (d instanceof Date && Number.isFinite(
 export async function dbJobs(db: Db, scheduleId: string): Promise<JobLite[]> {
   const rows = await db.query<Record<string, any>>(
     `SELECT id, status, nominal_time, created_at, due_at, scheduled_for, catchup, calls, idempotency_key, dead_reason, epoch, queued_at
-     FROM jobs WHERE schedule_id = $1 ORDER BY nominal_time`, [scheduleId]);
+     FROM jobs WHERE schedule_id = $1 ORDER BY nominal_time`,
+    [scheduleId],
+  );
   return rows.map((r) => ({
-    id: r.id, status: r.status, nominal: ms(r.nominal_time)!, created: ms(r.created_at)!, due: ms(r.due_at),
-    scheduled_for: ms(r.scheduled_for)!, catchup: r.catchup, calls: Number(r.calls), idempotency_key: r.idempotency_key,
-    dead_reason: r.dead_reason, epoch: r.epoch === null ? null : Number(r.epoch), queued_at: ms(r.queued_at),
+    id: r.id,
+    status: r.status,
+    nominal: ms(r.nominal_time)!,
+    created: ms(r.created_at)!,
+    due: ms(r.due_at),
+    scheduled_for: ms(r.scheduled_for)!,
+    catchup: r.catchup,
+    calls: Number(r.calls),
+    idempotency_key: r.idempotency_key,
+    dead_reason: r.dead_reason,
+    epoch: r.epoch === null ? null : Number(r.epoch),
+    queued_at: ms(r.queued_at),
   }));
 }
 

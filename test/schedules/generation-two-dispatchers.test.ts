@@ -37,7 +37,7 @@ describe("two dispatcher processes, the leader SIGKILLed mid-schedule (postgres)
   let jobs: JobLite[] = [];
   let calls: Received[] = [];
   let schedule: any;
-  let attemptsByJob = new Map<string, number>();
+  const attemptsByJob = new Map<string, number>();
   let survivorBecameLeader = false;
 
   beforeAll(async () => {
@@ -53,7 +53,10 @@ describe("two dispatcher processes, the leader SIGKILLed mid-schedule (postgres)
     procs.push(d1, d2, w);
     db = openPostgres({ url, maxConnections: 4 });
     const created = await api(apiProc.url, "POST", "/v1/schedules", {
-      id: SID, cron: EVERY_S, overlap: "allow", target: { url: `${target.url}/tick` },
+      id: SID,
+      cron: EVERY_S,
+      overlap: "allow",
+      target: { url: `${target.url}/tick` },
     });
     expect(created.status).toBe(201);
     const t0 = Date.now();
@@ -68,7 +71,12 @@ describe("two dispatcher processes, the leader SIGKILLed mid-schedule (postgres)
     killAt = Date.now();
     kill(leader, "SIGKILL");
     await leader.exited;
-    survivorBecameLeader = await survivor.waitForLog((l) => l.msg === "became leader", 6000).then(() => true, () => false);
+    survivorBecameLeader = await survivor
+      .waitForLog((l) => l.msg === "became leader", 6000)
+      .then(
+        () => true,
+        () => false,
+      );
     await Bun.sleep(Math.max(0, 8500 - (Date.now() - t0)));
     leaderAfter = await getLease(db, "dispatch");
     // Stop everything, then read what happened.
@@ -78,7 +86,8 @@ describe("two dispatcher processes, the leader SIGKILLed mid-schedule (postgres)
     jobs = await dbJobs(db, SID);
     calls = target.callsTo("/tick");
     schedule = (await db.query<any>("SELECT * FROM schedules WHERE id = $1", [SID]))[0];
-    for (const r of await db.query<{ job_id: string; n: string }>("SELECT job_id, count(*) AS n FROM attempts GROUP BY job_id")) attemptsByJob.set(r.job_id, Number(r.n));
+    for (const r of await db.query<{ job_id: string; n: string }>("SELECT job_id, count(*) AS n FROM attempts GROUP BY job_id"))
+      attemptsByJob.set(r.job_id, Number(r.n));
   }, 60_000);
 
   afterAll(async () => {
@@ -139,7 +148,11 @@ describe("two dispatcher processes, the leader SIGKILLed mid-schedule (postgres)
     for (const [key, cs] of byKey) {
       const job = byId.get(cs[0].headers["webhook-id"]);
       expect(job?.idempotency_key).toBe(key);
-      expect({ key, calls: cs.length, attempts: Math.max(cs.length, attemptsByJob.get(job!.id) ?? 0) }).toEqual({ key, calls: cs.length, attempts: attemptsByJob.get(job!.id) ?? 0 });
+      expect({ key, calls: cs.length, attempts: Math.max(cs.length, attemptsByJob.get(job!.id) ?? 0) }).toEqual({
+        key,
+        calls: cs.length,
+        attempts: attemptsByJob.get(job!.id) ?? 0,
+      });
       if (cs.length > 1) expect(new Set(cs.map((c) => c.headers["scheduler-attempt"])).size).toBe(cs.length);
     }
   });
@@ -161,11 +174,28 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
   async function dueSchedule(id: string, secondsAgo: number) {
     const nowS = Math.floor(Date.now() / 1000) * 1000;
     const f: ScheduleFields = {
-      tenant: "default", id, cron: EVERY_S, timezone: "UTC", dst_gap: null, dst_fold: null,
+      tenant: "default",
+      id,
+      cron: EVERY_S,
+      timezone: "UTC",
+      dst_gap: null,
+      dst_fold: null,
       target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
-      priority: 0, max_attempts: 3, backoff_base_ms: 1000, backoff_max_ms: 60_000, timeout_ms: 5000,
-      misfire: "fire_all", misfire_grace_ms: null, catchup_window_ms: 86_400_000, overlap: "allow", max_queued: 1,
-      window_ms: 0, paused: false, start_at: null, end_at: null, next_fire_at: new Date(nowS - secondsAgo * 1000),
+      priority: 0,
+      max_attempts: 3,
+      backoff_base_ms: 1000,
+      backoff_max_ms: 60_000,
+      timeout_ms: 5000,
+      misfire: "fire_all",
+      misfire_grace_ms: null,
+      catchup_window_ms: 86_400_000,
+      overlap: "allow",
+      max_queued: 1,
+      window_ms: 0,
+      paused: false,
+      start_at: null,
+      end_at: null,
+      next_fire_at: new Date(nowS - secondsAgo * 1000),
     };
     const row = await insertSchedule(t.db, f, { actor: "test", reason: null });
     return row!.next_fire_at!.getTime();
@@ -175,7 +205,13 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
     const hold = await takeShards(t.db, "A");
     const from = await dueSchedule("race-same-hold", 6);
     const gens = [generator(), generator(), generator()];
-    const results = await Promise.all([gens[0].runOnce(fenced(hold)), gens[1].runOnce(fenced(hold)), gens[2].runOnce(fenced(hold)), gens[0].runOnce(fenced(hold)), gens[1].runOnce(fenced(hold))]);
+    const results = await Promise.all([
+      gens[0].runOnce(fenced(hold)),
+      gens[1].runOnce(fenced(hold)),
+      gens[2].runOnce(fenced(hold)),
+      gens[0].runOnce(fenced(hold)),
+      gens[1].runOnce(fenced(hold)),
+    ]);
     expect(results.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(1);
     const js = await dbJobs(t.db, "race-same-hold");
     const sched = (await t.db.query<any>("SELECT * FROM schedules WHERE id = 'race-same-hold'"))[0];

@@ -14,14 +14,21 @@ const minutes = (from: number, to: number) => Array.from({ length: to - from + 1
 
 function plan(over: Partial<PlanInput> = {}) {
   return planOccurrences({
-    rule: everyMinute, nextFireAt: T0, nowMs: T0 + 10 * MIN + 10 * SEC, misfire: "fire_once",
-    misfireGraceMs: null, catchupWindowMs: 86_400_000, endAt: null, maxScan: 20_000, ...over,
+    rule: everyMinute,
+    nextFireAt: T0,
+    nowMs: T0 + 10 * MIN + 10 * SEC,
+    misfire: "fire_once",
+    misfireGraceMs: null,
+    catchupWindowMs: 86_400_000,
+    endAt: null,
+    maxScan: 20_000,
+    ...over,
   });
 }
 const created = (p: ReturnType<typeof plan>) => p.create.map((o) => at(o.nominal));
 const late = (p: ReturnType<typeof plan>) => p.create.filter((o) => o.late).map((o) => at(o.nominal));
 
-describe("planOccurrences: ten minutes behind on \"* * * * *\" (grace 30 s: half the gap)", () => {
+describe('planOccurrences: ten minutes behind on "* * * * *" (grace 30 s: half the gap)', () => {
   // nextFireAt = 12:00, now = 12:10:10. 12:00 … 12:09 are missed (later than 30 s), 12:10 is
   // only 10 s late (on time); the next occurrence is 12:11.
   test("skip: only the on-time occurrence; the ten missed ones are counted, not created", () => {
@@ -143,16 +150,34 @@ describe("planOccurrences: misfire grace", () => {
   const tenSeconds = new CronRule({ cron: "*/10 * * * * *", timezone: "UTC" });
   const hourly = new CronRule({ cron: "0 * * * *", timezone: "UTC" });
 
-  test("default grace for \"*/10 * * * * *\" is 5 s (half the gap)", () => {
-    const onTime = planOccurrences({ rule: tenSeconds, nextFireAt: T0, nowMs: T0 + 5 * SEC, misfire: "skip", misfireGraceMs: null, catchupWindowMs: 86_400_000, endAt: null, maxScan: 100 });
+  test('default grace for "*/10 * * * * *" is 5 s (half the gap)', () => {
+    const onTime = planOccurrences({
+      rule: tenSeconds,
+      nextFireAt: T0,
+      nowMs: T0 + 5 * SEC,
+      misfire: "skip",
+      misfireGraceMs: null,
+      catchupWindowMs: 86_400_000,
+      endAt: null,
+      maxScan: 100,
+    });
     expect(onTime.create.map((o) => [at(o.nominal), o.late, o.graceMs])).toEqual([[at(T0), false, 5 * SEC]]);
     expect(onTime.nextFireAt).toBe(T0 + 10 * SEC);
-    const missed = planOccurrences({ rule: tenSeconds, nextFireAt: T0, nowMs: T0 + 5 * SEC + 1, misfire: "skip", misfireGraceMs: null, catchupWindowMs: 86_400_000, endAt: null, maxScan: 100 });
+    const missed = planOccurrences({
+      rule: tenSeconds,
+      nextFireAt: T0,
+      nowMs: T0 + 5 * SEC + 1,
+      misfire: "skip",
+      misfireGraceMs: null,
+      catchupWindowMs: 86_400_000,
+      endAt: null,
+      maxScan: 100,
+    });
     expect(missed.create).toEqual([]);
     expect(missed.misfired).toBe(1);
   });
 
-  test("default grace for \"0 * * * *\" is 60 s (half the gap, capped at 60 s)", () => {
+  test('default grace for "0 * * * *" is 60 s (half the gap, capped at 60 s)', () => {
     const base = { rule: hourly, nextFireAt: T0, misfireGraceMs: null, catchupWindowMs: 86_400_000, endAt: null, maxScan: 100 } as const;
     const onTime = planOccurrences({ ...base, nowMs: T0 + 60 * SEC, misfire: "fire_all" });
     expect(onTime.create.map((o) => [at(o.nominal), o.late, o.graceMs])).toEqual([[at(T0), false, 60 * SEC]]);
@@ -187,9 +212,20 @@ describe("planOccurrences: misfire grace", () => {
 
   test("per-second rule: grace is 500 ms", () => {
     const perSecond = new CronRule({ cron: "* * * * * *", timezone: "UTC" });
-    const p = planOccurrences({ rule: perSecond, nextFireAt: T0, nowMs: T0 + 2 * SEC + 400, misfire: "fire_all", misfireGraceMs: null, catchupWindowMs: 86_400_000, endAt: null, maxScan: 100 });
+    const p = planOccurrences({
+      rule: perSecond,
+      nextFireAt: T0,
+      nowMs: T0 + 2 * SEC + 400,
+      misfire: "fire_all",
+      misfireGraceMs: null,
+      catchupWindowMs: 86_400_000,
+      endAt: null,
+      maxScan: 100,
+    });
     expect(p.create.map((o) => [at(o.nominal), o.late, o.graceMs])).toEqual([
-      [at(T0), true, 500], [at(T0 + SEC), true, 500], [at(T0 + 2 * SEC), false, 500],
+      [at(T0), true, 500],
+      [at(T0 + SEC), true, 500],
+      [at(T0 + 2 * SEC), false, 500],
     ]);
     expect(p.nextFireAt).toBe(T0 + 3 * SEC);
   });
@@ -199,7 +235,16 @@ describe("planOccurrences: misfire grace", () => {
     // 01:30 EST (06:30Z) the next is 03:30 EDT (07:30Z): one real hour apart, grace 60 s.
     const ny = new CronRule({ cron: "30 * * * *", timezone: "America/New_York" });
     const start = Date.parse("2030-03-10T06:30:00Z"); // 01:30 EST
-    const p = planOccurrences({ rule: ny, nextFireAt: start, nowMs: start + 2 * 60 * MIN, misfire: "fire_all", misfireGraceMs: null, catchupWindowMs: 86_400_000, endAt: null, maxScan: 100 });
+    const p = planOccurrences({
+      rule: ny,
+      nextFireAt: start,
+      nowMs: start + 2 * 60 * MIN,
+      misfire: "fire_all",
+      misfireGraceMs: null,
+      catchupWindowMs: 86_400_000,
+      endAt: null,
+      maxScan: 100,
+    });
     expect(created(p as ReturnType<typeof plan>)).toEqual(["2030-03-10T06:30:00.000Z", "2030-03-10T07:30:00.000Z", "2030-03-10T08:30:00.000Z"]);
     expect(p.create.map((o) => o.graceMs)).toEqual([60 * SEC, 60 * SEC, 60 * SEC]);
   });

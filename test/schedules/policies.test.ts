@@ -67,7 +67,11 @@ for (const driver of DRIVERS) {
             schedules[k] = await getSchedule(rt, id);
           }
           misfiredMetric = await metric(rt, "scheduler_occurrences_total", 'result="misfired"');
-          gen = Math.min(...Object.values(jobs).flat().map((j) => j.created));
+          gen = Math.min(
+            ...Object.values(jobs)
+              .flat()
+              .map((j) => j.created),
+          );
           for (const id of Object.values(ids)) await api(rt, "DELETE", `/v1/schedules/${id}`);
         } finally {
           await rt?.stop();
@@ -135,8 +139,10 @@ for (const driver of DRIVERS) {
         expect(onTime).toHaveLength(1);
         const later = calls.once.filter((x) => nominalOf(x) > missed.at(-1)!);
         const lastCalled = Math.max(...calls.once.map(nominalOf));
-        expect({ called: later.map((x) => x.headers["scheduler-nominal-time"]), jobs: describeJobs(jobs.once) })
-          .toEqual({ called: nominals(EVERY_2S, onTime[0], lastCalled).map(iso), jobs: describeJobs(jobs.once) });
+        expect({ called: later.map((x) => x.headers["scheduler-nominal-time"]), jobs: describeJobs(jobs.once) }).toEqual({
+          called: nominals(EVERY_2S, onTime[0], lastCalled).map(iso),
+          jobs: describeJobs(jobs.once),
+        });
         expect(schedules.once.occurrences.skipped).toBe(0);
       });
 
@@ -145,8 +151,7 @@ for (const driver of DRIVERS) {
         expect(tooOld.length).toBeGreaterThanOrEqual(1);
         expect(missed.length).toBeGreaterThanOrEqual(2);
         const callsFor = (n: number) => calls.all.filter((c) => nominalOf(c) === n);
-        expect(missed.map((n) => [iso(n), callsFor(n).length, callsFor(n).every(isCatchup)]))
-          .toEqual(missed.map((n) => [iso(n), 1, true]));
+        expect(missed.map((n) => [iso(n), callsFor(n).length, callsFor(n).every(isCatchup)])).toEqual(missed.map((n) => [iso(n), 1, true]));
         // Nothing older than the window: no call, no job.
         expect(calls.all.filter((c) => gen - nominalOf(c) > 3000).map((c) => c.headers["scheduler-nominal-time"])).toEqual([]);
         expect(jobs.all.filter((j) => gen - j.nominal > 3000).map((j) => iso(j.nominal))).toEqual([]);
@@ -155,7 +160,12 @@ for (const driver of DRIVERS) {
         for (const c of calls.all.filter(isCatchup)) if (!missedSet.has(nominalOf(c))) expect(c.at - nominalOf(c)).toBeGreaterThan(500);
         // Every nominal from the oldest in the window on has exactly one call.
         const lastCalled = Math.max(...calls.all.map(nominalOf));
-        expect(calls.all.map(nominalOf).sort((a, b) => a - b).map(iso)).toEqual(nominals(EVERY_S, missed[0], lastCalled).map(iso));
+        expect(
+          calls.all
+            .map(nominalOf)
+            .sort((a, b) => a - b)
+            .map(iso),
+        ).toEqual(nominals(EVERY_S, missed[0], lastCalled).map(iso));
         expect(schedules.all.occurrences.misfired).toBeGreaterThanOrEqual(tooOld.length);
       });
 
@@ -165,8 +175,10 @@ for (const driver of DRIVERS) {
         const { missed } = missedAt(EVERY_S, "allSkip", 500, 3000);
         expect(missed.length).toBeGreaterThanOrEqual(2);
         const called = new Set(calls.allSkip.map(nominalOf));
-        expect({ missedCalled: missed.filter((n) => called.has(n)).map(iso), jobs: describeJobs(jobs.allSkip) })
-          .toEqual({ missedCalled: missed.map(iso), jobs: describeJobs(jobs.allSkip) });
+        expect({ missedCalled: missed.filter((n) => called.has(n)).map(iso), jobs: describeJobs(jobs.allSkip) }).toEqual({
+          missedCalled: missed.map(iso),
+          jobs: describeJobs(jobs.allSkip),
+        });
       });
 
       test("catch-up calls are spread at SCHEDULER_CATCHUP_RATE (5/s), never before their nominal time", () => {
@@ -201,20 +213,36 @@ for (const driver of DRIVERS) {
 
     describe("overlap, window and pause/resume under a running scheduler", () => {
       const ids = {
-        allow: `ov-allow-${driver}`, skip: `ov-skip-${driver}`, queue: `ov-queue-${driver}`,
-        window: `win-${driver}`, windowSkip: `win-skip-${driver}`, pause: `pause-${driver}`,
+        allow: `ov-allow-${driver}`,
+        skip: `ov-skip-${driver}`,
+        queue: `ov-queue-${driver}`,
+        window: `win-${driver}`,
+        windowSkip: `win-skip-${driver}`,
+        pause: `pause-${driver}`,
       };
       const paths: Record<string, string> = {
-        allow: `/slow-${ids.allow}`, skip: `/slow-${ids.skip}`, queue: `/slow-${ids.queue}`,
-        window: `/${ids.window}`, windowSkip: `/${ids.windowSkip}`, pause: `/${ids.pause}`,
+        allow: `/slow-${ids.allow}`,
+        skip: `/slow-${ids.skip}`,
+        queue: `/slow-${ids.queue}`,
+        window: `/${ids.window}`,
+        windowSkip: `/${ids.windowSkip}`,
+        pause: `/${ids.pause}`,
       };
       const calls: Record<string, Received[]> = {};
       const jobs: Record<string, JobLite[]> = {};
       const apiJobsOf: Record<string, any[]> = {};
       const schedules: Record<string, any> = {};
-      let skippedMetric = { before: 0, after: 0 };
+      const skippedMetric = { before: 0, after: 0 };
       const held = { max: 0, seenWaiting: 0, polls: 0 };
-      const pause = { firstCallSeen: 0, pausedAnswer: undefined as any, tPaused: 0, tResume: 0, callsWhilePaused: [] as Received[], jobsWhilePaused: [] as JobLite[], misfiredBefore: 0 };
+      const pause = {
+        firstCallSeen: 0,
+        pausedAnswer: undefined as any,
+        tPaused: 0,
+        tResume: 0,
+        callsWhilePaused: [] as Received[],
+        jobsWhilePaused: [] as JobLite[],
+        misfiredBefore: 0,
+      };
       let duplicateOccurrences: unknown[] = [];
 
       beforeAll(async () => {
@@ -271,7 +299,8 @@ for (const driver of DRIVERS) {
           }
           skippedMetric.after = await metric(rt, "scheduler_occurrences_total", 'result="skipped_overlap"');
           duplicateOccurrences = await t.db.query(
-            "SELECT schedule_id, nominal_time, count(*) AS n FROM jobs WHERE schedule_id IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1");
+            "SELECT schedule_id, nominal_time, count(*) AS n FROM jobs WHERE schedule_id IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1",
+          );
           for (const id of Object.values(ids)) await api(rt, "DELETE", `/v1/schedules/${id}`);
         } finally {
           await rt.stop();
@@ -340,7 +369,8 @@ for (const driver of DRIVERS) {
       test("window 2s: a run spread later by its window is on time, not a catch-up", () => {
         // Scheduler-Catchup marks runs late by misfire policy; a window offset beyond the grace
         // (500 ms here) is the schedule's own jitter.
-        const flagged = [...calls.window, ...calls.windowSkip].filter(isCatchup)
+        const flagged = [...calls.window, ...calls.windowSkip]
+          .filter(isCatchup)
           .map((c) => `${c.path} nominal ${c.headers["scheduler-nominal-time"]} scheduled-for ${c.headers["scheduler-scheduled-for"]}`);
         expect(flagged).toEqual([]);
       });
@@ -348,7 +378,9 @@ for (const driver of DRIVERS) {
       test("window 2s with misfire skip: no occurrence is expired as misfired for its window offset", () => {
         // Every occurrence generated on time must run: its window offset is not lateness.
         expect(calls.windowSkip.length).toBeGreaterThanOrEqual(1);
-        const expired = jobs.windowSkip.filter((j) => j.status === "expired").map((j) => `${iso(j.nominal)} due +${j.scheduled_for - j.nominal} ms: ${j.dead_reason}`);
+        const expired = jobs.windowSkip
+          .filter((j) => j.status === "expired")
+          .map((j) => `${iso(j.nominal)} due +${j.scheduled_for - j.nominal} ms: ${j.dead_reason}`);
         expect(expired).toEqual([]);
         // Every nominal second got its occurrence...
         const generated = jobs.windowSkip.map((j) => j.nominal).sort((a, b) => a - b);
@@ -358,7 +390,8 @@ for (const driver of DRIVERS) {
         const called = calls.windowSkip.map(nominalOf);
         expect(new Set(called).size).toBe(called.length);
         const lastAt = Math.max(...calls.windowSkip.map((c) => c.at));
-        const uncalled = jobs.windowSkip.filter((j) => j.scheduled_for <= lastAt - 1000 && !called.includes(j.nominal))
+        const uncalled = jobs.windowSkip
+          .filter((j) => j.scheduled_for <= lastAt - 1000 && !called.includes(j.nominal))
           .map((j) => `${iso(j.nominal)} due ${iso(j.scheduled_for)}: ${j.status}`);
         expect(uncalled).toEqual([]);
         expect(schedules.windowSkip.occurrences.misfired).toBe(0);

@@ -7,7 +7,10 @@ import { api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
 const schedule = (target: Target, over: Record<string, unknown> = {}) => ({
-  cron: "0 0 1 1 *", timezone: "UTC", target: { url: `${target.url}/s` }, ...over,
+  cron: "0 0 1 1 *",
+  timezone: "UTC",
+  target: { url: `${target.url}/s` },
+  ...over,
 });
 
 for (const driver of DRIVERS) {
@@ -27,13 +30,19 @@ for (const driver of DRIVERS) {
 
     test("a schedule whose stored rule no longer parses is paused with the reason; other schedules and jobs go on", async () => {
       expect((await api(rt, "POST", "/v1/schedules", schedule(target, { id: "broken", cron: "* * * * * *" }))).status).toBe(201);
-      expect((await api(rt, "POST", "/v1/schedules", schedule(target, { id: "healthy", cron: "* * * * * *", target: { url: `${target.url}/healthy` } }))).status).toBe(201);
+      expect(
+        (await api(rt, "POST", "/v1/schedules", schedule(target, { id: "healthy", cron: "* * * * * *", target: { url: `${target.url}/healthy` } }))).status,
+      ).toBe(201);
       // As if an upgrade stopped accepting what an older version stored.
       await t.db.query("UPDATE schedules SET cron = 'not a cron', next_fire_at = now() WHERE id = 'broken'");
-      const paused = await eventually(async () => {
-        const s = (await api(rt, "GET", "/v1/schedules/broken")).body;
-        return s.paused ? s : undefined;
-      }, 5000, "broken schedule paused");
+      const paused = await eventually(
+        async () => {
+          const s = (await api(rt, "GET", "/v1/schedules/broken")).body;
+          return s.paused ? s : undefined;
+        },
+        5000,
+        "broken schedule paused",
+      );
       expect(paused.paused_reason).toContain("generation failed");
       expect((await api(rt, "GET", "/v1/schedules")).status).toBe(200);
       const job = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/one-off` } })).body;
@@ -72,14 +81,26 @@ describe("overlap=queue: two occurrences finishing at once release the held one 
   test("the held occurrence is released", async () => {
     await t.db.query(`INSERT INTO schedules (tenant, id, cron, timezone, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms, misfire, catchup_window_ms, overlap, max_queued)
       VALUES ('default', 'q', '* * * * *', 'UTC', '{"url":"http://127.0.0.1:9/x","method":"POST","headers":{},"body":null,"json":false}', 3, 1000, 1000, 1000, 'fire_once', 86400000, 'queue', 1)`);
-    const mk = (n: number, held = false) => insertJob(t.db, {
-      schedule_id: "q", nominal_time: new Date(Date.UTC(2030, 0, 1, 0, n)), idempotency_key: `q@${n}`,
-      ...(held ? { due_at: "infinity" as const, scheduled_for: new Date(), start_by: new Date(Date.now() + 3_600_000), catchup_after: new Date(Date.now() + 3_600_000) } : {}),
-    });
+    const mk = (n: number, held = false) =>
+      insertJob(t.db, {
+        schedule_id: "q",
+        nominal_time: new Date(Date.UTC(2030, 0, 1, 0, n)),
+        idempotency_key: `q@${n}`,
+        ...(held
+          ? {
+              due_at: "infinity" as const,
+              scheduled_for: new Date(),
+              start_by: new Date(Date.now() + 3_600_000),
+              catchup_after: new Date(Date.now() + 3_600_000),
+            }
+          : {}),
+      });
     const a = await mk(1);
     const b = await mk(2);
     const h = await mk(3, true);
-    await t.db.query("UPDATE jobs SET status = 'running', lease_owner = 'w', lease_until = now() + interval '1 min' WHERE id = ANY($1::uuid[])", [[a.id, b.id]]);
+    await t.db.query("UPDATE jobs SET status = 'running', lease_owner = 'w', lease_until = now() + interval '1 min' WHERE id = ANY($1::uuid[])", [
+      [a.id, b.id],
+    ]);
     const c1 = openPostgres({ url: t.url!, maxConnections: 1 });
     const c2 = openPostgres({ url: t.url!, maxConnections: 1 });
     try {

@@ -61,17 +61,37 @@ for (const driver of DRIVERS) {
       });
       // Tenants with their own tokens, the default share: half of 10 slots. "30s" stands for
       // the issue's 1 h: longer than the test.
-      const rt = await startScheduler(t.db, { WORKER_CONCURRENCY: "10", SCHEDULER_POLL_INTERVAL: "100ms", SCHEDULER_TOKENS: tokenSpec("tokTar:tarpit:jobs:write;tokOther:other:jobs:write") });
+      const rt = await startScheduler(t.db, {
+        WORKER_CONCURRENCY: "10",
+        SCHEDULER_POLL_INTERVAL: "100ms",
+        SCHEDULER_TOKENS: tokenSpec("tokTar:tarpit:jobs:write;tokOther:other:jobs:write"),
+      });
       try {
-        const tar = await api(rt, "POST", "/v1/jobs/batch", { jobs: Array.from({ length: 30 }, (_, i) => ({ target: { url: `${target.url}/tarpit/${i}` }, timeout: "30s" })) }, bearer("tokTar"));
+        const tar = await api(
+          rt,
+          "POST",
+          "/v1/jobs/batch",
+          { jobs: Array.from({ length: 30 }, (_, i) => ({ target: { url: `${target.url}/tarpit/${i}` }, timeout: "30s" })) },
+          bearer("tokTar"),
+        );
         expect(tar.status).toBe(200);
         await eventually(() => tarpitInFlight >= 5, 15_000, "the tarpit tenant's share of calls in flight");
         // Let the dispatcher try to hand the tarpit tenant more.
         await Bun.sleep(1000);
         const t0 = Date.now();
-        const ok = await api(rt, "POST", "/v1/jobs/batch", { jobs: Array.from({ length: 10 }, (_, i) => ({ target: { url: `${target.url}/ok/${i}` } })) }, bearer("tokOther"));
+        const ok = await api(
+          rt,
+          "POST",
+          "/v1/jobs/batch",
+          { jobs: Array.from({ length: 10 }, (_, i) => ({ target: { url: `${target.url}/ok/${i}` } })) },
+          bearer("tokOther"),
+        );
         expect(ok.status).toBe(200);
-        await eventually(() => target.calls.filter((c) => c.path.startsWith("/ok/")).length === 10, 12_000, "the other tenant's 10 calls while the tarpit holds its calls");
+        await eventually(
+          () => target.calls.filter((c) => c.path.startsWith("/ok/")).length === 10,
+          12_000,
+          "the other tenant's 10 calls while the tarpit holds its calls",
+        );
         expect(Date.now() - t0).toBeLessThan(12_000);
         expect(tarpitMax).toBe(5);
         const running = await t.db.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE tenant = 'tarpit' AND status IN ('queued', 'running')");
@@ -89,7 +109,11 @@ for (const driver of DRIVERS) {
       let rt: Runtime;
       beforeAll(async () => {
         t = await freshDb(driver);
-        rt = await startScheduler(t.db, { SCHEDULER_TENANT_MAX_SCHEDULES: "3", SCHEDULER_TENANT_QUOTAS: "vip:schedules=5", SCHEDULER_MIN_SCHEDULE_INTERVAL: "10s" }, { mode: "api" });
+        rt = await startScheduler(
+          t.db,
+          { SCHEDULER_TENANT_MAX_SCHEDULES: "3", SCHEDULER_TENANT_QUOTAS: "vip:schedules=5", SCHEDULER_MIN_SCHEDULE_INTERVAL: "10s" },
+          { mode: "api" },
+        );
       });
       afterAll(async () => {
         await rt?.stop();
@@ -130,7 +154,17 @@ for (const driver of DRIVERS) {
       });
 
       test("?preview= stops at instants 10 years out and says so; a short preview is whole", async () => {
-        expect((await api(rt, "POST", "/v1/schedules", { tenant: "pv", id: "leap-mondays", cron: "0 0 29 2 1", timezone: "America/New_York", target: { url: "https://example.com/hook" } })).status).toBe(201);
+        expect(
+          (
+            await api(rt, "POST", "/v1/schedules", {
+              tenant: "pv",
+              id: "leap-mondays",
+              cron: "0 0 29 2 1",
+              timezone: "America/New_York",
+              target: { url: "https://example.com/hook" },
+            })
+          ).status,
+        ).toBe(201);
         const t0 = performance.now();
         const r = await api(rt, "GET", "/v1/schedules/leap-mondays?tenant=pv&preview=1000");
         const ms = performance.now() - t0;
@@ -158,11 +192,28 @@ for (const driver of DRIVERS) {
         const fence = await takeShards(t.db, "gen");
         const nowS = Math.floor(Date.now() / 1000) * 1000;
         const schedule = (tenant: string, id: string, cron: string, secondsAgo: number, misfire: "fire_all" | "fire_once"): ScheduleFields => ({
-          tenant, id, cron, timezone: "UTC", dst_gap: null, dst_fold: null,
+          tenant,
+          id,
+          cron,
+          timezone: "UTC",
+          dst_gap: null,
+          dst_fold: null,
           target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
-          priority: 0, max_attempts: 3, backoff_base_ms: 1000, backoff_max_ms: 60_000, timeout_ms: 5000,
-          misfire, misfire_grace_ms: 1000, catchup_window_ms: 86_400_000, overlap: "allow", max_queued: 1,
-          window_ms: 0, paused: false, start_at: null, end_at: null, next_fire_at: new Date(nowS - secondsAgo * 1000),
+          priority: 0,
+          max_attempts: 3,
+          backoff_base_ms: 1000,
+          backoff_max_ms: 60_000,
+          timeout_ms: 5000,
+          misfire,
+          misfire_grace_ms: 1000,
+          catchup_window_ms: 86_400_000,
+          overlap: "allow",
+          max_queued: 1,
+          window_ms: 0,
+          paused: false,
+          start_at: null,
+          end_at: null,
+          next_fire_at: new Date(nowS - secondsAgo * 1000),
         });
         // big: 120 missed per-second occurrences, all to run (fire_all), generated first (older next_fire_at).
         await insertSchedule(t.db, schedule("big", "backlog", "* * * * * *", 120, "fire_all"), { actor: "test", reason: null });
@@ -171,7 +222,9 @@ for (const driver of DRIVERS) {
         // 2 catch-up occurrences per second: big's backlog takes a minute to release.
         const gen = new ScheduleGenerator({ db: t.db, batch: 100, catchupPerSecond: 2, log: silentLogger, metrics: new Metrics() });
         expect(await gen.runOnce(fence)).toBe(2);
-        const rows = await t.db.query<{ tenant: string; due_at: Date; catchup: boolean; created_at: Date }>("SELECT tenant, due_at, catchup, created_at FROM jobs WHERE catchup ORDER BY due_at");
+        const rows = await t.db.query<{ tenant: string; due_at: Date; catchup: boolean; created_at: Date }>(
+          "SELECT tenant, due_at, catchup, created_at FROM jobs WHERE catchup ORDER BY due_at",
+        );
         const big = rows.filter((r) => r.tenant === "big");
         const small = rows.filter((r) => r.tenant === "small");
         expect(big.length).toBeGreaterThanOrEqual(100);

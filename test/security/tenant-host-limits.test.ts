@@ -48,7 +48,10 @@ for (const driver of DRIVERS) {
       await batch(rt, [{ tenant: "a", target: { url: `${shared.url}/a-slow` }, host_limits: { rate: 0.001, concurrency: 1 }, timeout: "60s" }]);
       await eventually(() => shared.callsTo("/a-slow").length === 1, 15_000, "tenant a's call in flight");
       const t0 = Date.now();
-      await batch(rt, Array.from({ length: B_JOBS }, (_, i) => ({ tenant: "b", target: { url: `${shared.url}/b/${i}` } })));
+      await batch(
+        rt,
+        Array.from({ length: B_JOBS }, (_, i) => ({ tenant: "b", target: { url: `${shared.url}/b/${i}` } })),
+      );
       await eventually(() => shared.calls.filter((c) => c.path.startsWith("/b/")).length === B_JOBS, FULL_SPEED_MS, `tenant b's ${B_JOBS} calls`);
       expect(Date.now() - t0).toBeLessThan(FULL_SPEED_MS);
       // a's own limit still holds for a: its next call to the host waits (concurrency 1, 0.001/s).
@@ -64,7 +67,10 @@ for (const driver of DRIVERS) {
       // The call has been answered; give its completion a moment.
       await Bun.sleep(200);
       const t0 = Date.now();
-      await batch(rt, Array.from({ length: B_JOBS }, (_, i) => ({ tenant: "b", target: { url: `${sharedPaced.url}/b/${i}` } })));
+      await batch(
+        rt,
+        Array.from({ length: B_JOBS }, (_, i) => ({ tenant: "b", target: { url: `${sharedPaced.url}/b/${i}` } })),
+      );
       await eventually(() => sharedPaced.calls.filter((c) => c.path.startsWith("/b/")).length === B_JOBS, FULL_SPEED_MS, `tenant b's ${B_JOBS} calls`);
       expect(Date.now() - t0).toBeLessThan(FULL_SPEED_MS);
     });
@@ -74,7 +80,10 @@ for (const driver of DRIVERS) {
       try {
         await batch(rt, [{ tenant: "b", target: { url: `${c.url}/b-slow` }, host_limits: { concurrency: 1, rate: 0.01 } }]);
         await eventually(() => c.callsTo("/b-slow").length === 1, 15_000, "tenant b's call in flight");
-        await batch(rt, Array.from({ length: B_JOBS }, (_, i) => ({ tenant: "c", target: { url: `${c.url}/c/${i}` }, host_limits: { rate: 100 } })));
+        await batch(
+          rt,
+          Array.from({ length: B_JOBS }, (_, i) => ({ tenant: "c", target: { url: `${c.url}/c/${i}` }, host_limits: { rate: 100 } })),
+        );
         await eventually(() => c.calls.filter((x) => x.path.startsWith("/c/")).length === B_JOBS, FULL_SPEED_MS, `tenant c's ${B_JOBS} calls`);
         // All of c's calls came while b's slow call was still in flight.
         expect(c.callsTo("/b-slow")).toHaveLength(1);

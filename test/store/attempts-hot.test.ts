@@ -27,7 +27,13 @@ for (const driver of DRIVERS) {
       const h = await takeShards(t.db, "disp");
       const claimed = await claimDueIds(t.db, { fence: h, limit: n, token: tokenOf(h), ttlMs: 60_000, worker: "w1", ids: jobs.map((j) => j.id) });
       expect(claimed).toHaveLength(n);
-      return startAttempts(t.db, "w1", "local", claimed.map((c) => ({ id: c.id, gen: c.lease_generation, version: c.version })), LEASE);
+      return startAttempts(
+        t.db,
+        "w1",
+        "local",
+        claimed.map((c) => ({ id: c.id, gen: c.lease_generation, version: c.version })),
+        LEASE,
+      );
     }
 
     test("attempt ids are version 7 UUIDs, in the order they were opened", async () => {
@@ -51,15 +57,32 @@ for (const driver of DRIVERS) {
       const attempts = await started(5);
       const now = new Date();
       const hot = await t.db.tx(async (q) => {
-        const done = await completeAttempts(q, "w1", attempts.map((a) => ({
-          job_id: a.job_id, gen: 1, attempt_id: a.attempt_id, outcome: "success", http_status: 200, error: null,
-          possibly_delivered: false, started_at: now, finished_at: now, next_status: "succeeded", next_delay_ms: null,
-          last_error: null, counts_try: true, throttle_until: null, dead_reason: null,
-        })));
+        const done = await completeAttempts(
+          q,
+          "w1",
+          attempts.map((a) => ({
+            job_id: a.job_id,
+            gen: 1,
+            attempt_id: a.attempt_id,
+            outcome: "success",
+            http_status: 200,
+            error: null,
+            possibly_delivered: false,
+            started_at: now,
+            finished_at: now,
+            next_status: "succeeded",
+            next_delay_ms: null,
+            last_error: null,
+            counts_try: true,
+            throttle_until: null,
+            dead_reason: null,
+          })),
+        );
         expect(done).toHaveLength(5);
         // This transaction's own counts: exact, not the collector's delayed ones.
         const [s] = await q.query<{ upd: string | number; hot: string | number }>(
-          "SELECT n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_xact_user_tables WHERE relname = 'attempts'");
+          "SELECT n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_xact_user_tables WHERE relname = 'attempts'",
+        );
         return { upd: Number(s.upd), hot: Number(s.hot) };
       });
       expect(hot).toEqual({ upd: 5, hot: 5 });

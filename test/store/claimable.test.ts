@@ -28,7 +28,9 @@ for (const driver of DRIVERS) {
     });
 
     test("inlined: a plan shows the condition itself, never a call of the function", async () => {
-      const rows = await t.db.query<Record<string, string>>("EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM jobs WHERE status = 'scheduled' AND claimable(start_by, calls)");
+      const rows = await t.db.query<Record<string, string>>(
+        "EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM jobs WHERE status = 'scheduled' AND claimable(start_by, calls)",
+      );
       const plan = rows.map((r) => Object.values(r)[0]).join("\n");
       expect(plan).toContain("start_by IS NULL");
       expect(plan).not.toContain("claimable(");
@@ -36,7 +38,8 @@ for (const driver of DRIVERS) {
 
     test("STABLE (it reads now()), not SECURITY DEFINER, no SET: what inlining needs", async () => {
       const [p] = await t.db.query<{ provolatile: string; prosecdef: boolean; proconfig: string[] | null; lang: string }>(
-        "SELECT provolatile, prosecdef, proconfig, (SELECT lanname FROM pg_language WHERE oid = prolang) AS lang FROM pg_proc WHERE proname = 'claimable'");
+        "SELECT provolatile, prosecdef, proconfig, (SELECT lanname FROM pg_language WHERE oid = prolang) AS lang FROM pg_proc WHERE proname = 'claimable'",
+      );
       expect(p).toEqual({ provolatile: "s", prosecdef: false, proconfig: null, lang: "sql" });
     });
   });

@@ -45,7 +45,11 @@ async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
   }
 }
 
-const settled = <T>(p: Promise<T>) => p.then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, code: codeOf(error) }));
+const settled = <T>(p: Promise<T>) =>
+  p.then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, code: codeOf(error) }),
+  );
 
 /** This process's own connection, outside the pool under test: it kills and watches. */
 const admin = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: "conn-loss-admin" } });
@@ -67,12 +71,18 @@ async function terminate(pid: number): Promise<void> {
 /** The pool after the loss: sequential transactions and more concurrent queries than connections. */
 async function poolServes(db: ReturnType<typeof openPostgres>, deadPid: number): Promise<void> {
   for (let i = 0; i < 4; i++) {
-    const r = await within(10_000, `transaction ${i} after the loss`, db.tx((q) => q.query<{ n: number }>("select $1::int as n", [i])));
+    const r = await within(
+      10_000,
+      `transaction ${i} after the loss`,
+      db.tx((q) => q.query<{ n: number }>("select $1::int as n", [i])),
+    );
     if (r[0]?.n !== i) throw new Error(`transaction ${i} returned ${JSON.stringify(r)}`);
   }
-  const pids = await within(10_000, "concurrent queries after the loss", Promise.all(
-    Array.from({ length: 6 }, () => db.query<{ pid: number }>("select pg_backend_pid() as pid, pg_sleep(0.05)")),
-  ));
+  const pids = await within(
+    10_000,
+    "concurrent queries after the loss",
+    Promise.all(Array.from({ length: 6 }, () => db.query<{ pid: number }>("select pg_backend_pid() as pid, pg_sleep(0.05)"))),
+  );
   const seen = new Set(pids.map((r) => r[0]!.pid));
   if (seen.has(deadPid)) throw new Error(`a query was answered by the terminated backend ${deadPid}`);
   say({ step: "pool serves", backends: seen.size });
@@ -82,18 +92,22 @@ async function txKilledMidStatement(): Promise<void> {
   const db = openPostgres({ url: url!, maxConnections: 2, applicationName: APP });
   let pid = 0;
   let inner: { ok: boolean; code?: string } | undefined;
-  const tx = settled(db.tx(async (q) => {
-    pid = (await q.query<{ pid: number }>("select pg_backend_pid() as pid"))[0]!.pid;
-    // Settled (a handler attached) at once: the statement rejects as soon as the driver
-    // sees the close, which may be before terminate() has seen the backend gone, and an
-    // unhandled rejection would end this process with code 1.
-    const sleeping = settled(q.query("select pg_sleep(30)"));
-    await waitUntil("the statement to run", async () =>
-      (await admin`select 1 from pg_stat_activity where pid = ${pid} and state = 'active' and query like '%pg_sleep(30)%'`).length > 0);
-    await terminate(pid);
-    inner = await sleeping;
-    if (!inner.ok) throw new Error(`statement failed: ${inner.code}`);
-  }));
+  const tx = settled(
+    db.tx(async (q) => {
+      pid = (await q.query<{ pid: number }>("select pg_backend_pid() as pid"))[0]!.pid;
+      // Settled (a handler attached) at once: the statement rejects as soon as the driver
+      // sees the close, which may be before terminate() has seen the backend gone, and an
+      // unhandled rejection would end this process with code 1.
+      const sleeping = settled(q.query("select pg_sleep(30)"));
+      await waitUntil(
+        "the statement to run",
+        async () => (await admin`select 1 from pg_stat_activity where pid = ${pid} and state = 'active' and query like '%pg_sleep(30)%'`).length > 0,
+      );
+      await terminate(pid);
+      inner = await sleeping;
+      if (!inner.ok) throw new Error(`statement failed: ${inner.code}`);
+    }),
+  );
   const outcome = await within(10_000, "the transaction", tx);
   // The driver rejects the transaction when it sees the close, maybe before the code inside
   // it has seen its statement fail: wait for that too.
@@ -164,7 +178,14 @@ async function txHandleAfterReconnect(): Promise<void> {
   const outcome = await within(10_000, "the transaction", tx);
   await waitUntil("the late insert to settle", async () => late !== undefined);
   const rows = (await admin`select count(*)::int as n from conn_loss_rows`)[0]!.n as number;
-  say({ step: "tx settled", ok: outcome.ok, code: outcome.ok ? undefined : outcome.code, late: late?.ok ? "ok" : late?.code, reconnectedPid: other[0]!.pid !== pid, rows });
+  say({
+    step: "tx settled",
+    ok: outcome.ok,
+    code: outcome.ok ? undefined : outcome.code,
+    late: late?.ok ? "ok" : late?.code,
+    reconnectedPid: other[0]!.pid !== pid,
+    rows,
+  });
   if (outcome.ok) throw new Error("the transaction committed although its backend was terminated");
   if (late?.ok || rows !== 0) throw new Error(`the dead transaction's insert ran outside it (${rows} row(s))`);
   await poolServes(db, pid);
@@ -183,11 +204,13 @@ async function txLoop(): Promise<void> {
   const codes = new Set<string>();
   const short = async (w: number) => {
     while (!stopping) {
-      const r = await settled(db.tx(async (q) => {
-        const pid = (await q.query<{ pid: number }>("select pg_backend_pid() as pid"))[0]!.pid;
-        await q.query("select pg_sleep(0.02)");
-        return pid;
-      }));
+      const r = await settled(
+        db.tx(async (q) => {
+          const pid = (await q.query<{ pid: number }>("select pg_backend_pid() as pid"))[0]!.pid;
+          await q.query("select pg_sleep(0.02)");
+          return pid;
+        }),
+      );
       if (r.ok) {
         counts.ok++;
         say({ step: "ok", worker: w, n: counts.ok });
@@ -200,9 +223,11 @@ async function txLoop(): Promise<void> {
   };
   const long = async () => {
     while (!stopping) {
-      const r = await settled(db.tx(async (q) => {
-        await q.query("select pg_sleep(30)");
-      }));
+      const r = await settled(
+        db.tx(async (q) => {
+          await q.query("select pg_sleep(30)");
+        }),
+      );
       if (!r.ok) {
         codes.add(r.code);
         say({ step: "long tx lost", code: r.code });

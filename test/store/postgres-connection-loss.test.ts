@@ -109,7 +109,13 @@ describe("a transaction's backend terminated (pg_terminate_backend)", () => {
     const child = spawnChild("tx-handle-after-reconnect", url);
     const code = await exitOf(child, 30_000);
     expect(code, child.output()).toBe(0);
-    expect(child.lines.find((l) => l.step === "tx settled")).toMatchObject({ ok: false, code: "CONNECTION_CLOSED", late: "CONNECTION_CLOSED", reconnectedPid: true, rows: 0 });
+    expect(child.lines.find((l) => l.step === "tx settled")).toMatchObject({
+      ok: false,
+      code: "CONNECTION_CLOSED",
+      late: "CONNECTION_CLOSED",
+      reconnectedPid: true,
+      rows: 0,
+    });
     expect(child.lines.map((l) => l.step)).toEqual(["tx settled", "pool serves", "done"]);
   });
 });
@@ -138,16 +144,21 @@ describe("PostgreSQL restarted under a loop of transactions", () => {
 
   /** The child's long transaction, seen running its statement on the server. */
   async function longStatementRunning(): Promise<void> {
-    await eventually(async () => {
-      try {
-        admin ??= postgres(pg.url(), { max: 1, onnotice: () => {}, connect_timeout: 2, idle_timeout: 1 });
-        const rows = await admin`select 1 from pg_stat_activity where application_name = 'conn-loss-child' and state = 'active' and xact_start is not null and query like '%pg_sleep(30)%'`;
-        return rows.length > 0;
-      } catch {
-        // the server is still coming back
-        return false;
-      }
-    }, 15_000, "the child's long transaction to be mid-statement");
+    await eventually(
+      async () => {
+        try {
+          admin ??= postgres(pg.url(), { max: 1, onnotice: () => {}, connect_timeout: 2, idle_timeout: 1 });
+          const rows =
+            await admin`select 1 from pg_stat_activity where application_name = 'conn-loss-child' and state = 'active' and xact_start is not null and query like '%pg_sleep(30)%'`;
+          return rows.length > 0;
+        } catch {
+          // the server is still coming back
+          return false;
+        }
+      },
+      15_000,
+      "the child's long transaction to be mid-statement",
+    );
   }
 
   test("fast and immediate restarts: the process survives and its transactions succeed again after each", async () => {
@@ -167,10 +178,14 @@ describe("PostgreSQL restarted under a loop of transactions", () => {
         // counted from here, none of them ran before the stop.
         const okBefore = child.lines.filter((l) => l.step === "ok").length;
         const upAt = Date.now();
-        await eventually(() => {
-          if (child.proc.exitCode !== null) throw new Error(`the child exited with code ${child.proc.exitCode} after the ${mode} restart\n${child.output()}`);
-          return child.lines.filter((l) => l.step === "ok").length >= okBefore + 10;
-        }, 15_000, `transactions to succeed after the ${mode} restart`);
+        await eventually(
+          () => {
+            if (child.proc.exitCode !== null) throw new Error(`the child exited with code ${child.proc.exitCode} after the ${mode} restart\n${child.output()}`);
+            return child.lines.filter((l) => l.step === "ok").length >= okBefore + 10;
+          },
+          15_000,
+          `transactions to succeed after the ${mode} restart`,
+        );
         // Reconnects back off at most a second (postgres-driver.ts), not the driver's 20 s.
         expect(Date.now() - upAt).toBeLessThan(5_000);
         // The transaction that was mid-statement at the stop was lost, catchably.

@@ -19,8 +19,7 @@ for (const driver of DRIVERS) {
     });
     afterAll(() => t?.close());
 
-    const sample = (cursor: string, tenants: number, budget = 40, limit = 10) =>
-      sampleDue(t.db, { cursor, tenants, budget, limit, horizonMs: 0, shards: ALL });
+    const sample = (cursor: string, tenants: number, budget = 40, limit = 10) => sampleDue(t.db, { cursor, tenants, budget, limit, horizonMs: 0, shards: ALL });
 
     test("nothing scheduled: no candidate, an empty sample", async () => {
       expect(await sample("", 64)).toEqual({ candidates: [], sampled: 0, lastTenant: null });
@@ -28,7 +27,10 @@ for (const driver of DRIVERS) {
 
     test("70 tenants, 64 a pass: the cursor wraps round and every tenant is sampled", async () => {
       const due = new Date(Date.now() - 1000);
-      await insertJobs(t.db, Array.from({ length: 70 }, (_, i) => newJob({ tenant: name(i), due_at: due })));
+      await insertJobs(
+        t.db,
+        Array.from({ length: 70 }, (_, i) => newJob({ tenant: name(i), due_at: due })),
+      );
       const first = await sample("", 64);
       expect(first.sampled).toBe(64);
       expect(first.lastTenant).toBe(name(63));

@@ -41,16 +41,24 @@ for (const driver of DRIVERS) {
       expect(byId.get(mid.id)!.attempt_id).toBe(attemptIds[1]);
       for (const j of [late, limited, verify, soon]) expect(byId.get(j.id)!.attempt_id).toBeNull();
       // Started as StartAttempts starts: the call counted, the attempt open under this lease.
-      for (const [j, i] of [[old, 0], [mid, 1]] as const) {
+      for (const [j, i] of [
+        [old, 0],
+        [mid, 1],
+      ] as const) {
         const c = byId.get(j.id)!;
         expect(c.calls).toBe(1);
         const [a] = await t.db.query<{ job_id: string; number: number; lease_generation: number; worker: string; outcome: string | null }>(
-          "SELECT job_id, number, lease_generation, worker, outcome FROM attempts WHERE id = $1", [attemptIds[i]]);
+          "SELECT job_id, number, lease_generation, worker, outcome FROM attempts WHERE id = $1",
+          [attemptIds[i]],
+        );
         expect(a).toEqual({ job_id: j.id, number: 1, lease_generation: c.lease_generation, worker: "w1", outcome: null });
       }
       expect(byId.get(late.id)!.calls).toBe(0);
       // The ones not started are checked as before: `late` passes its check now.
-      const checked = await startAttempts(t.db, "w1", "local", [{ id: late.id, gen: byId.get(late.id)!.lease_generation, version: 1 }], { ttlMs: 60_000, marginMs: 0 });
+      const checked = await startAttempts(t.db, "w1", "local", [{ id: late.id, gen: byId.get(late.id)!.lease_generation, version: 1 }], {
+        ttlMs: 60_000,
+        marginMs: 0,
+      });
       expect(checked.map((s) => s.number)).toEqual([1]);
     });
 

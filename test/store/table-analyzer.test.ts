@@ -12,9 +12,11 @@ import { newJob } from "../helpers/jobs.ts";
 import { eventually } from "../helpers/target.ts";
 
 const analyzed = async (t: TestDb) =>
-  (await t.db.query<{ n: string; tuples: string }>(
-    "SELECT s.analyze_count::text AS n, c.reltuples::bigint::text AS tuples FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relname = 'jobs'",
-  ))[0]!;
+  (
+    await t.db.query<{ n: string; tuples: string }>(
+      "SELECT s.analyze_count::text AS n, c.reltuples::bigint::text AS tuples FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relname = 'jobs'",
+    )
+  )[0]!;
 
 describe("table analyzer (postgres)", () => {
   let t: TestDb;
@@ -26,12 +28,19 @@ describe("table analyzer (postgres)", () => {
   test("a hot table that doubled is analyzed, once; a follower and a table that did not grow are left alone", async () => {
     let leader = false;
     const a = new TableAnalyzer({ db: t.db, log: silentLogger, isLeader: () => leader });
-    await insertJobs(t.db, Array.from({ length: 3000 }, () => newJob()));
+    await insertJobs(
+      t.db,
+      Array.from({ length: 3000 }, () => newJob()),
+    );
     // The statistics collector counts the rows a moment after their commit.
-    await eventually(async () => {
-      const [r] = await t.db.query<{ n: string }>("SELECT n_live_tup::text AS n FROM pg_stat_user_tables WHERE relname = 'jobs'");
-      return Number(r!.n) >= 3000;
-    }, 15_000, "the row count in pg_stat_user_tables");
+    await eventually(
+      async () => {
+        const [r] = await t.db.query<{ n: string }>("SELECT n_live_tup::text AS n FROM pg_stat_user_tables WHERE relname = 'jobs'");
+        return Number(r!.n) >= 3000;
+      },
+      15_000,
+      "the row count in pg_stat_user_tables",
+    );
     const before = await analyzed(t);
     await a.runOnce();
     expect(await analyzed(t)).toEqual(before); // not the leader
@@ -51,7 +60,13 @@ describe("table analyzer (pglite)", () => {
     const t = await freshDb("pglite");
     try {
       let asked = 0;
-      const db = { ...t.db, query: async (...args: Parameters<typeof t.db.query>) => { asked++; return t.db.query(...args); } } as typeof t.db;
+      const db = {
+        ...t.db,
+        query: async (...args: Parameters<typeof t.db.query>) => {
+          asked++;
+          return t.db.query(...args);
+        },
+      } as typeof t.db;
       await new TableAnalyzer({ db, log: silentLogger, isLeader: () => true }).runOnce();
       expect(asked).toBe(0);
     } finally {

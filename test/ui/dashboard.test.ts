@@ -32,7 +32,9 @@ const origins: string[] = [];
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`chromium not found at ${CHROMIUM}: the dashboard tests need it. Install Debian's package (apt-get install chromium; scripts/test.sh does this when run as root) or set CHROMIUM_PATH`);
+    throw new Error(
+      `chromium not found at ${CHROMIUM}: the dashboard tests need it. Install Debian's package (apt-get install chromium; scripts/test.sh does this when run as root) or set CHROMIUM_PATH`,
+    );
   }
   tdb = await freshDb("postgres");
   rt = await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS, SCHEDULER_STATS_INTERVAL: "300ms" });
@@ -47,10 +49,13 @@ beforeAll(async () => {
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   // Nothing but the scheduler itself: the page must work offline.
   origins.push(rt.url!);
-  await page.route((url) => !origins.includes(url.origin), (r) => {
-    elsewhere.push(r.request().url());
-    return r.abort();
-  });
+  await page.route(
+    (url) => !origins.includes(url.origin),
+    (r) => {
+      elsewhere.push(r.request().url());
+      return r.abort();
+    },
+  );
 });
 
 afterAll(async () => {
@@ -136,7 +141,13 @@ describe("dashboard /ui", () => {
   });
 
   test("a replay the API refuses shows its message in the row", async () => {
-    const created = await api(rt, "POST", "/v1/jobs", { tenant: "acme", target: { url: `${target.url}/gone`, method: "POST" }, retry: { max_attempts: 1 } }, auth(ADMIN));
+    const created = await api(
+      rt,
+      "POST",
+      "/v1/jobs",
+      { tenant: "acme", target: { url: `${target.url}/gone`, method: "POST" }, retry: { max_attempts: 1 } },
+      auth(ADMIN),
+    );
     const id = created.body.id as string;
     await page.waitForSelector(`#dlq-table tr[data-dead="${id}"]`, { timeout: 10_000 });
     // The read-only token may look but not replay: the 403 is shown where the button was.
@@ -158,10 +169,20 @@ describe("dashboard /ui", () => {
     // spring-forward (second Sunday of March, the 8th to the 14th).
     const now = new Date();
     const year = now.getUTCMonth() >= 2 ? now.getUTCFullYear() + 1 : now.getUTCFullYear();
-    const r = await api(rt, "POST", "/v1/schedules", {
-      id: "ny-noon", tenant: "acme", cron: "0 12 * * *", timezone: "America/New_York",
-      start_at: `${year}-03-07T00:00:00Z`, target: { url: `${target.url}/noon` },
-    }, auth(ADMIN));
+    const r = await api(
+      rt,
+      "POST",
+      "/v1/schedules",
+      {
+        id: "ny-noon",
+        tenant: "acme",
+        cron: "0 12 * * *",
+        timezone: "America/New_York",
+        start_at: `${year}-03-07T00:00:00Z`,
+        target: { url: `${target.url}/noon` },
+      },
+      auth(ADMIN),
+    );
     expect(r.status).toBe(201);
     await page.evaluate((t) => localStorage.setItem("scheduler.token", t), ADMIN);
     await page.reload();

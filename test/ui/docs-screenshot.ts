@@ -19,7 +19,9 @@ const TENANTS = ["acme", "globex", "initech", "umbrella"];
 
 const tdb = await freshDb("postgres");
 const rt = await startScheduler(tdb.db, {
-  SCHEDULER_TOKENS: `${TOKEN}:*:admin`, SCHEDULER_STATS_INTERVAL: "1s", WORKER_CONCURRENCY: "40",
+  SCHEDULER_TOKENS: `${TOKEN}:*:admin`,
+  SCHEDULER_STATS_INTERVAL: "1s",
+  WORKER_CONCURRENCY: "40",
 });
 let calls = 0;
 const target = new Target(async (r, n) => {
@@ -37,23 +39,53 @@ const target = new Target(async (r, n) => {
   return new Response("ok");
 });
 
-const job = (tenant: string, path: string, extra: Record<string, unknown> = {}) =>
-  ({ tenant, target: { url: `${target.url}${path}`, body: { tenant } }, ...extra });
+const job = (tenant: string, path: string, extra: Record<string, unknown> = {}) => ({
+  tenant,
+  target: { url: `${target.url}${path}`, body: { tenant } },
+  ...extra,
+});
 
 try {
   const nextYear = new Date().getUTCFullYear() + 1;
-  await api(rt, "POST", "/v1/schedules", { id: "nightly-report", tenant: "acme", cron: "30 2 * * *", timezone: "America/New_York", start_at: `${nextYear}-03-10T00:00:00Z`, target: { url: `${target.url}/ok` } }, auth);
-  await api(rt, "POST", "/v1/schedules", { id: "invoice-sweep", tenant: "globex", cron: "*/15 * * * *", timezone: "Europe/Amsterdam", target: { url: `${target.url}/ok` } }, auth);
+  await api(
+    rt,
+    "POST",
+    "/v1/schedules",
+    {
+      id: "nightly-report",
+      tenant: "acme",
+      cron: "30 2 * * *",
+      timezone: "America/New_York",
+      start_at: `${nextYear}-03-10T00:00:00Z`,
+      target: { url: `${target.url}/ok` },
+    },
+    auth,
+  );
+  await api(
+    rt,
+    "POST",
+    "/v1/schedules",
+    { id: "invoice-sweep", tenant: "globex", cron: "*/15 * * * *", timezone: "Europe/Amsterdam", target: { url: `${target.url}/ok` } },
+    auth,
+  );
   await api(rt, "POST", "/v1/jobs", job("initech", "/broken", { idempotency_key: "invoice-7731" }), auth);
   await api(rt, "POST", "/v1/jobs", job("umbrella", "/broken", { retry: { max_attempts: 1 } }), auth);
-  const shown = await api(rt, "POST", "/v1/jobs", job("acme", "/invoices/sync", { idempotency_key: "sync-2041", timeout: "1s", retry: { max_attempts: 5, base: "500ms" } }), auth);
+  const shown = await api(
+    rt,
+    "POST",
+    "/v1/jobs",
+    job("acme", "/invoices/sync", { idempotency_key: "sync-2041", timeout: "1s", retry: { max_attempts: 5, base: "500ms" } }),
+    auth,
+  );
 
   // Bursts: some due now, some a few seconds out, so backlog and queue depth move.
   for (let round = 0; round < 30; round++) {
-    const jobs = TENANTS.flatMap((t, i) => Array.from({ length: 3 + ((round * (i + 3)) % 9) }, (_, k) => {
-      const path = ["/ok", "/slow", "/busy", "/flaky"][(k + i + round) % 4];
-      return job(t, path, { delay: `${(k % 5) * 700}ms`, retry: { max_attempts: 3, base: "500ms" } });
-    }));
+    const jobs = TENANTS.flatMap((t, i) =>
+      Array.from({ length: 3 + ((round * (i + 3)) % 9) }, (_, k) => {
+        const path = ["/ok", "/slow", "/busy", "/flaky"][(k + i + round) % 4];
+        return job(t, path, { delay: `${(k % 5) * 700}ms`, retry: { max_attempts: 3, base: "500ms" } });
+      }),
+    );
     const r = await api(rt, "POST", "/v1/jobs/batch", { jobs }, auth);
     if (r.status !== 200) throw new Error(`batch: ${r.status} ${JSON.stringify(r.body)}`);
     await Bun.sleep(round % 10 < 6 ? 900 : 2000);

@@ -9,8 +9,14 @@ const browser = (await import(browserPath)) as { verdict: typeof verdict; durati
 
 const at = "2026-11-29T12:00:00.000Z";
 const base = {
-  at, tenant: null, jobs: { scheduled: 3, queued: 0, running: 1, succeeded: 10, dead: 0, cancelled: 0, expired: 0 },
-  due_backlog: 0, overdue: 0, overdue_after_seconds: 60, oldest_due_age_seconds: 0, queue_depth: 0,
+  at,
+  tenant: null,
+  jobs: { scheduled: 3, queued: 0, running: 1, succeeded: 10, dead: 0, cancelled: 0, expired: 0 },
+  due_backlog: 0,
+  overdue: 0,
+  overdue_after_seconds: 60,
+  oldest_due_age_seconds: 0,
+  queue_depth: 0,
   dlq: { jobs: 0, oldest_age_seconds: 0 },
   recent: { window_seconds: 300, by_outcome: {}, start_lag: { p50: null, p99: null, max: null, count: 0 } },
   tenants_due_backlog: [],
@@ -27,7 +33,18 @@ const cases: [string, Stats][] = [
   ["overdue", { ...base, overdue: 1234 }],
   ["queue stuck", { ...base, queue_depth: 5, jobs: { ...base.jobs, running: 0 }, oldest_due_age_seconds: 30 }],
   ["dead jobs", { ...base, dlq: { jobs: 2, oldest_age_seconds: 4000 } }],
-  ["everything", { ...base, cluster: { ...base.cluster, leader: null }, overdue: 7, queue_depth: 1, jobs: { ...base.jobs, running: 0 }, oldest_due_age_seconds: 11, dlq: { jobs: 1, oldest_age_seconds: 0.5 } }],
+  [
+    "everything",
+    {
+      ...base,
+      cluster: { ...base.cluster, leader: null },
+      overdue: 7,
+      queue_depth: 1,
+      jobs: { ...base.jobs, running: 0 },
+      oldest_due_age_seconds: 11,
+      dlq: { jobs: 1, oldest_age_seconds: 0.5 },
+    },
+  ],
 ];
 
 describe("dashboard health verdict", () => {

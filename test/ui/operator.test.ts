@@ -27,7 +27,9 @@ const elsewhere: string[] = [];
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`chromium not found at ${CHROMIUM}: the dashboard tests need it. Install Debian's package (apt-get install chromium; scripts/test.sh does this when run as root) or set CHROMIUM_PATH`);
+    throw new Error(
+      `chromium not found at ${CHROMIUM}: the dashboard tests need it. Install Debian's package (apt-get install chromium; scripts/test.sh does this when run as root) or set CHROMIUM_PATH`,
+    );
   }
   tdb = await freshDb("postgres");
   rt = await startScheduler(tdb.db, { SCHEDULER_TOKENS: TOKENS });
@@ -43,10 +45,13 @@ beforeAll(async () => {
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.on("pageerror", (e) => pageErrors.push(e.message));
-  await page.route((url) => url.origin !== rt.url, (r) => {
-    elsewhere.push(r.request().url());
-    return r.abort();
-  });
+  await page.route(
+    (url) => url.origin !== rt.url,
+    (r) => {
+      elsewhere.push(r.request().url());
+      return r.abort();
+    },
+  );
   await page.goto(`${rt.url}/ui`);
   await useToken(ADMIN);
 });
@@ -89,11 +94,15 @@ async function listed(q: string): Promise<string[]> {
 /** The list on the page and the API's answer agree (the page redraws every 3 s). */
 async function listMatches(q: string) {
   let last = "";
-  await eventually(async () => {
-    const [shown, want] = [await shownJobs(page), await listed(q)];
-    last = `page ${JSON.stringify(shown)} vs api ${JSON.stringify(want)}`;
-    return shown.length > 0 && JSON.stringify(shown) === JSON.stringify(want);
-  }, 15_000, `the list for ${q} (${last})`);
+  await eventually(
+    async () => {
+      const [shown, want] = [await shownJobs(page), await listed(q)];
+      last = `page ${JSON.stringify(shown)} vs api ${JSON.stringify(want)}`;
+      return shown.length > 0 && JSON.stringify(shown) === JSON.stringify(want);
+    },
+    15_000,
+    `the list for ${q} (${last})`,
+  );
 }
 
 /** The page's URL fragment becomes h (the page's CSP forbids waitForFunction's string eval). */
@@ -171,7 +180,13 @@ describe("dashboard: job list filters", () => {
   beforeAll(async () => {
     dead = await create({ tenant: "acme", target: { url: `${target.url}/gone` }, retry: { max_attempts: 1 } });
     later = await create({ tenant: "globex", target: { url: `${target.url}/ok` }, delay: "1h" });
-    const s = await api(rt, "POST", "/v1/schedules", { id: "hourly-sync", tenant: "globex", cron: "0 * * * *", timezone: "UTC", target: { url: `${target.url}/ok` } }, auth(ADMIN));
+    const s = await api(
+      rt,
+      "POST",
+      "/v1/schedules",
+      { id: "hourly-sync", tenant: "globex", cron: "0 * * * *", timezone: "UTC", target: { url: `${target.url}/ok` } },
+      auth(ADMIN),
+    );
     expect(s.status).toBe(201);
     const t = await api(rt, "POST", "/v1/schedules/hourly-sync/trigger?tenant=globex", {}, auth(ADMIN));
     expect(t.status).toBeLessThan(300);
@@ -312,7 +327,13 @@ describe("dashboard: operator actions", () => {
   });
 
   test("pauses a schedule with a reason and resumes it; a read-only token is refused", async () => {
-    const r = await api(rt, "POST", "/v1/schedules", { id: "nightly", tenant: "acme", cron: "0 3 * * *", timezone: "Europe/Berlin", target: { url: `${target.url}/ok` } }, auth(ADMIN));
+    const r = await api(
+      rt,
+      "POST",
+      "/v1/schedules",
+      { id: "nightly", tenant: "acme", cron: "0 3 * * *", timezone: "Europe/Berlin", target: { url: `${target.url}/ok` } },
+      auth(ADMIN),
+    );
     expect(r.status).toBe(201);
     const row = '#schedules-table tr[data-schedule="nightly"][data-tenant="acme"]';
     const schedule = async () => (await api(rt, "GET", "/v1/schedules/nightly?tenant=acme", undefined, auth(ADMIN))).body;

@@ -4,14 +4,35 @@ import { classifyFetchError, classifyStatus, type Outcome } from "../../src/work
 
 describe("classifyStatus", () => {
   const table: [number, Outcome][] = [
-    [200, "success"], [201, "success"], [204, "success"], [299, "success"],
-    [429, "throttled"], [503, "throttled"],
-    [408, "transient"], [500, "transient"], [502, "transient"], [504, "transient"],
-    [501, "transient"], [505, "transient"], [599, "transient"],
-    [100, "transient"], [101, "transient"], [199, "transient"],
-    [300, "permanent"], [301, "permanent"], [302, "permanent"], [304, "permanent"], [308, "permanent"],
-    [400, "permanent"], [401, "permanent"], [403, "permanent"], [404, "permanent"],
-    [409, "permanent"], [410, "permanent"], [422, "permanent"], [499, "permanent"],
+    [200, "success"],
+    [201, "success"],
+    [204, "success"],
+    [299, "success"],
+    [429, "throttled"],
+    [503, "throttled"],
+    [408, "transient"],
+    [500, "transient"],
+    [502, "transient"],
+    [504, "transient"],
+    [501, "transient"],
+    [505, "transient"],
+    [599, "transient"],
+    [100, "transient"],
+    [101, "transient"],
+    [199, "transient"],
+    [300, "permanent"],
+    [301, "permanent"],
+    [302, "permanent"],
+    [304, "permanent"],
+    [308, "permanent"],
+    [400, "permanent"],
+    [401, "permanent"],
+    [403, "permanent"],
+    [404, "permanent"],
+    [409, "permanent"],
+    [410, "permanent"],
+    [422, "permanent"],
+    [499, "permanent"],
   ];
   for (const [status, outcome] of table) {
     test(`${status} → ${outcome}`, () => expect(classifyStatus(status)).toBe(outcome));
@@ -33,7 +54,9 @@ function listen(server: net.Server): Promise<number> {
 
 describe("classifyFetchError with real loopback failures", () => {
   const cleanups: (() => void)[] = [];
-  afterAll(() => cleanups.forEach((c) => c()));
+  afterAll(() => {
+    for (const c of cleanups) c();
+  });
 
   test("refused connection is transient and not delivered", async () => {
     const s = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("x") });

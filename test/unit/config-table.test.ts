@@ -24,7 +24,10 @@ function problemsOf(env: Record<string, string>, flags = {}): string[] {
 
 describe("every problem at once", () => {
   test("each bad variable is one line naming it, in one error", () => {
-    const problems = problemsOf({ PORT: "http", WORKER_CONCURRENCY: "0", SCHEDULER_LEASE_TTL: "soon", LOG_LEVEL: "loud", SCHEDULER_TENANT_QUOTAS: "vip:schedules=0" }, { mode: "everything" });
+    const problems = problemsOf(
+      { PORT: "http", WORKER_CONCURRENCY: "0", SCHEDULER_LEASE_TTL: "soon", LOG_LEVEL: "loud", SCHEDULER_TENANT_QUOTAS: "vip:schedules=0" },
+      { mode: "everything" },
+    );
     expect(problems).toHaveLength(6);
     for (const [i, name] of ["--mode", "PORT", "LOG_LEVEL", "SCHEDULER_TENANT_QUOTAS", "WORKER_CONCURRENCY", "SCHEDULER_LEASE_TTL"].entries()) {
       expect(problems.some((p) => p.startsWith(`${name} `))).toBe(true);
@@ -42,7 +45,9 @@ describe("every problem at once", () => {
       "SCHEDULER_CLIENT_IP_HEADER needs SCHEDULER_TRUSTED_PROXIES (the addresses of the proxies that set it): from anyone else the header is a name the client picks",
     ]);
     // WORKER_CONCURRENCY refused: the reserved-slots rule, which needs it, is not checked.
-    expect(problemsOf({ WORKER_CONCURRENCY: "many", SCHEDULER_RESERVED_SLOTS: "100:1" })).toEqual(['WORKER_CONCURRENCY must be a whole number from 1 to 10000 (got "many")']);
+    expect(problemsOf({ WORKER_CONCURRENCY: "many", SCHEDULER_RESERVED_SLOTS: "100:1" })).toEqual([
+      'WORKER_CONCURRENCY must be a whole number from 1 to 10000 (got "many")',
+    ]);
     expect(problemsOf({ SCHEDULER_TEST_FAULTS_ARMED: "no" })).toEqual(['SCHEDULER_TEST_FAULTS_ARMED must be 0 or 1 (got "no")']);
   });
 
@@ -65,7 +70,9 @@ describe("every problem at once", () => {
   test("a flag replaces its variable, which is then not read (as before the table)", () => {
     expect(loadConfig({ PORT: "not-a-port" }, { port: "9000" }).port).toBe(9000);
     expect(loadConfig({ REGION: "NOT A REGION" }, { region: "fra" }).region).toBe("fra");
-    expect(problemsOf({ FLY_REGION: "Bad Region" })).toEqual([`FLY_REGION must be a region name like iad or local (got "Bad Region"); set REGION to name this process's region`]);
+    expect(problemsOf({ FLY_REGION: "Bad Region" })).toEqual([
+      `FLY_REGION must be a region name like iad or local (got "Bad Region"); set REGION to name this process's region`,
+    ]);
   });
 });
 
@@ -82,18 +89,35 @@ describe("unknown SCHEDULER_* variables", () => {
   });
 
   test("the CLI's, the tests' and the benches' own names are let be; other prefixes are not ours to judge", () => {
-    const c = loadConfig({ SCHEDULER_URL: "http://x", SCHEDULER_TOKEN: "t", SCHEDULER_LONG_TESTS: "1", SCHEDULER_BENCH_FAST: "1", SCHEDULER_BENCH_BUN_ARGS: "--smol", FLY_APP_NAME: "x", SCHEDULERX: "1" });
+    const c = loadConfig({
+      SCHEDULER_URL: "http://x",
+      SCHEDULER_TOKEN: "t",
+      SCHEDULER_LONG_TESTS: "1",
+      SCHEDULER_BENCH_FAST: "1",
+      SCHEDULER_BENCH_BUN_ARGS: "--smol",
+      FLY_APP_NAME: "x",
+      SCHEDULERX: "1",
+    });
     expect(c.port).toBe(8080);
   });
 
   test("every SCHEDULER_* name in the repository is in the table or let be", () => {
-    const files = Bun.spawnSync(["git", "ls-files", "--cached", "--others", "--exclude-standard"], { cwd: ROOT }).stdout.toString().split("\n")
+    const files = Bun.spawnSync(["git", "ls-files", "--cached", "--others", "--exclude-standard"], { cwd: ROOT })
+      .stdout.toString()
+      .split("\n")
       .filter((f) => /\.(ts|md|sh|toml|json|yml|yaml)$|Dockerfile$/.test(f));
     expect(files.length).toBeGreaterThan(100);
     // The drill's settings object (a name in code), and the misspellings the tests and comments make on purpose.
     const notVariables = new Set([
-      "SCHEDULER_ENV", "SCHEDULER_POLL_INTERVALL", "SCHEDULER_POLL_INTERAVL", "SCHEDULER_SIGNING_SECRETS", "SCHEDULER_WORKER_CONCURRENCY",
-      "SCHEDULER_TENANT_QUOTA", "SCHEDULER_FOO", "SCHEDULER_AGNIG", "SCHEDULER_AGENT",
+      "SCHEDULER_ENV",
+      "SCHEDULER_POLL_INTERVALL",
+      "SCHEDULER_POLL_INTERAVL",
+      "SCHEDULER_SIGNING_SECRETS",
+      "SCHEDULER_WORKER_CONCURRENCY",
+      "SCHEDULER_TENANT_QUOTA",
+      "SCHEDULER_FOO",
+      "SCHEDULER_AGNIG",
+      "SCHEDULER_AGENT",
     ]);
     const unknown = new Set<string>();
     for (const f of files) {
@@ -126,8 +150,19 @@ describe("the table", () => {
   test("the defaults in force are the documented ones", () => {
     const c = loadConfig({});
     expect(c).toMatchObject({
-      port: 8080, host: "0.0.0.0", dataDir: "./data", region: "local", homeRegion: "local", workerConcurrency: 100, workerPrefetch: 512,
-      maxBodyBytes: 10 * 1024 * 1024, payloadInlineMax: 64 * 1024, leaseTtlMs: 30_000, prestageMs: 0, shards: 16, testFaultsArmed: true,
+      port: 8080,
+      host: "0.0.0.0",
+      dataDir: "./data",
+      region: "local",
+      homeRegion: "local",
+      workerConcurrency: 100,
+      workerPrefetch: 512,
+      maxBodyBytes: 10 * 1024 * 1024,
+      payloadInlineMax: 64 * 1024,
+      leaseTtlMs: 30_000,
+      prestageMs: 0,
+      shards: 16,
+      testFaultsArmed: true,
       retention: { succeededMs: 7 * 86_400_000, deadMs: 30 * 86_400_000, auditMs: null, payloadGraceMs: 3_600_000 },
       flow: { weights: { high: 8, normal: 3, low: 1 }, agingMs: 60_000 },
     });

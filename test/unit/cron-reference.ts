@@ -6,7 +6,10 @@ import { Temporal } from "../../src/time/temporal.ts";
 
 export type Gap = "shift" | "skip";
 export type Fold = "first" | "last" | "both";
-export interface Dst { gap?: Gap; fold?: Fold }
+export interface Dst {
+  gap?: Gap;
+  fold?: Fold;
+}
 
 type Pred = (v: number) => boolean;
 
@@ -38,7 +41,9 @@ function fieldPred(src: string, min: number, max: number): Pred {
 }
 
 interface Matcher {
-  sec: Pred; min: Pred; hour: Pred;
+  sec: Pred;
+  min: Pred;
+  hour: Pred;
   day: (d: Temporal.PlainDate) => boolean;
   sixFields: boolean;
 }
@@ -136,8 +141,9 @@ export function applyPolicy(resolved: Resolved[], policy: { gap: Gap; fold: Fold
   const all: number[] = [];
   for (const r of resolved) {
     if (r.kind === "normal") all.push(r.at);
-    else if (r.kind === "gap") { if (policy.gap === "shift") all.push(r.shifted); }
-    else {
+    else if (r.kind === "gap") {
+      if (policy.gap === "shift") all.push(r.shifted);
+    } else {
       if (policy.fold !== "last") all.push(r.first);
       if (policy.fold !== "first") all.push(r.last);
     }

@@ -45,7 +45,10 @@ describe("CronRule: fixed-hour rule in a spring-forward gap", () => {
       pin("2027-03-16T06:30:00Z", "2027-03-16T02:30:00-04:00[America/New_York]"),
     ]);
     expect(runs.map((x) => r.local(x))).toEqual([
-      "2027-03-13T02:30:00-05:00", "2027-03-14T03:30:00-04:00", "2027-03-15T02:30:00-04:00", "2027-03-16T02:30:00-04:00",
+      "2027-03-13T02:30:00-05:00",
+      "2027-03-14T03:30:00-04:00",
+      "2027-03-15T02:30:00-04:00",
+      "2027-03-16T02:30:00-04:00",
     ]);
   });
 
@@ -133,7 +136,9 @@ describe("CronRule: fixed-hour rule in a spring-forward gap", () => {
 describe("CronRule: fixed-hour rule in a fall-back fold", () => {
   const cases = [
     {
-      name: "New York 2027-11-07", tz: NY, after: "2027-11-05T12:00:00Z",
+      name: "New York 2027-11-07",
+      tz: NY,
+      after: "2027-11-05T12:00:00Z",
       dayBefore: ["2027-11-06T05:30:00Z", "2027-11-06T01:30:00-04:00[America/New_York]"],
       first: ["2027-11-07T05:30:00Z", "2027-11-07T01:30:00-04:00[America/New_York]"],
       last: ["2027-11-07T06:30:00Z", "2027-11-07T01:30:00-05:00[America/New_York]"],
@@ -141,7 +146,9 @@ describe("CronRule: fixed-hour rule in a fall-back fold", () => {
       locals: ["2027-11-07T01:30:00-04:00", "2027-11-07T01:30:00-05:00"],
     },
     {
-      name: "New York 2026-11-01", tz: NY, after: "2026-10-30T12:00:00Z",
+      name: "New York 2026-11-01",
+      tz: NY,
+      after: "2026-10-30T12:00:00Z",
       dayBefore: ["2026-10-31T05:30:00Z", "2026-10-31T01:30:00-04:00[America/New_York]"],
       first: ["2026-11-01T05:30:00Z", "2026-11-01T01:30:00-04:00[America/New_York]"],
       last: ["2026-11-01T06:30:00Z", "2026-11-01T01:30:00-05:00[America/New_York]"],
@@ -149,7 +156,9 @@ describe("CronRule: fixed-hour rule in a fall-back fold", () => {
       locals: ["2026-11-01T01:30:00-04:00", "2026-11-01T01:30:00-05:00"],
     },
     {
-      name: "London 2027-10-31", tz: LON, after: "2027-10-29T12:00:00Z",
+      name: "London 2027-10-31",
+      tz: LON,
+      after: "2027-10-29T12:00:00Z",
       dayBefore: ["2027-10-30T00:30:00Z", "2027-10-30T01:30:00+01:00[Europe/London]"],
       first: ["2027-10-31T00:30:00Z", "2027-10-31T01:30:00+01:00[Europe/London]"],
       last: ["2027-10-31T01:30:00Z", "2027-10-31T01:30:00+00:00[Europe/London]"],
@@ -157,7 +166,9 @@ describe("CronRule: fixed-hour rule in a fall-back fold", () => {
       locals: ["2027-10-31T01:30:00+01:00", "2027-10-31T01:30:00+00:00"],
     },
     {
-      name: "London 2026-10-25", tz: LON, after: "2026-10-23T12:00:00Z",
+      name: "London 2026-10-25",
+      tz: LON,
+      after: "2026-10-23T12:00:00Z",
       dayBefore: ["2026-10-24T00:30:00Z", "2026-10-24T01:30:00+01:00[Europe/London]"],
       first: ["2026-10-25T00:30:00Z", "2026-10-25T01:30:00+01:00[Europe/London]"],
       last: ["2026-10-25T01:30:00Z", "2026-10-25T01:30:00+00:00[Europe/London]"],
@@ -231,7 +242,10 @@ describe("CronRule: interval rules (hour *, step or range)", () => {
     expect(spring.length).toBe(23);
     expectStrictlyIncreasing(spring);
     expect(spring.slice(0, 4).map((x) => r.local(x))).toEqual([
-      "2027-03-14T00:30:00-05:00", "2027-03-14T01:30:00-05:00", "2027-03-14T03:30:00-04:00", "2027-03-14T04:30:00-04:00",
+      "2027-03-14T00:30:00-05:00",
+      "2027-03-14T01:30:00-05:00",
+      "2027-03-14T03:30:00-04:00",
+      "2027-03-14T04:30:00-04:00",
     ]);
     expectRuns(spring.slice(1, 3), [
       pin("2027-03-14T06:30:00Z", "2027-03-14T01:30:00-05:00[America/New_York]"),
@@ -241,7 +255,10 @@ describe("CronRule: interval rules (hour *, step or range)", () => {
     expect(fall.length).toBe(25);
     expectStrictlyIncreasing(fall);
     expect(fall.slice(0, 4).map((x) => r.local(x))).toEqual([
-      "2027-11-07T00:30:00-04:00", "2027-11-07T01:30:00-04:00", "2027-11-07T01:30:00-05:00", "2027-11-07T02:30:00-05:00",
+      "2027-11-07T00:30:00-04:00",
+      "2027-11-07T01:30:00-04:00",
+      "2027-11-07T01:30:00-05:00",
+      "2027-11-07T02:30:00-05:00",
     ]);
     expectRuns(fall.slice(1, 3), [
       pin("2027-11-07T05:30:00Z", "2027-11-07T01:30:00-04:00[America/New_York]"),
@@ -257,7 +274,10 @@ describe("CronRule: interval rules (hour *, step or range)", () => {
     const fall = localDay(r, LON, "2026-10-25");
     expect(fall.length).toBe(25);
     expect(fall.slice(0, 4).map((x) => r.local(x))).toEqual([
-      "2026-10-25T00:30:00+01:00", "2026-10-25T01:30:00+01:00", "2026-10-25T01:30:00+00:00", "2026-10-25T02:30:00+00:00",
+      "2026-10-25T00:30:00+01:00",
+      "2026-10-25T01:30:00+01:00",
+      "2026-10-25T01:30:00+00:00",
+      "2026-10-25T02:30:00+00:00",
     ]);
     expectRuns(fall.slice(1, 3), [
       pin("2026-10-25T00:30:00Z", "2026-10-25T01:30:00+01:00[Europe/London]"),
@@ -273,7 +293,10 @@ describe("CronRule: interval rules (hour *, step or range)", () => {
     const twoAm = pin("2027-11-07T07:00:00Z", "2027-11-07T02:00:00-05:00[America/New_York]");
     const q = 15 * 60_000;
     const both = rule("*/15 * * * *", NY).next(100, after, until);
-    expectRuns(both, Array.from({ length: 9 }, (_, i) => start + i * q));
+    expectRuns(
+      both,
+      Array.from({ length: 9 }, (_, i) => start + i * q),
+    );
     const first = rule("*/15 * * * *", NY, { fold: "first" }).next(100, after, until);
     expectRuns(first, [start, start + q, start + 2 * q, start + 3 * q, twoAm]);
     const last = rule("*/15 * * * *", NY, { fold: "last" }).next(100, after, until);
@@ -292,7 +315,12 @@ describe("CronRule: interval rules (hour *, step or range)", () => {
     const r = rule("*/15 * * * *", NY);
     const runs = r.next(100, after, until);
     expectRuns(runs, expected);
-    expect(runs.map((x) => r.local(x))).toEqual(["2027-03-14T01:45:00-05:00", "2027-03-14T03:00:00-04:00", "2027-03-14T03:15:00-04:00", "2027-03-14T03:30:00-04:00"]);
+    expect(runs.map((x) => r.local(x))).toEqual([
+      "2027-03-14T01:45:00-05:00",
+      "2027-03-14T03:00:00-04:00",
+      "2027-03-14T03:15:00-04:00",
+      "2027-03-14T03:30:00-04:00",
+    ]);
     expectRuns(rule("*/15 * * * *", NY, { gap: "shift" }).next(100, after, until), expected);
   });
 
@@ -363,7 +391,8 @@ describe("CronRule: interval rules (hour *, step or range)", () => {
 describe("CronRule: which rules are fixed", () => {
   test("isFixedHour", () => {
     for (const c of ["30 2 * * *", "30 1,2 * * *", "0 9 * * 1-5", "0 30 2 * * *", "0 9 L * *", "@daily"]) expect([c, isFixedHour(c)]).toEqual([c, true]);
-    for (const c of ["30 * * * *", "*/15 * * * *", "0 */2 * * *", "0 1-3 * * *", "*/20 * * * * *", "0 0 1-3 * * *", "@hourly"]) expect([c, isFixedHour(c)]).toEqual([c, false]);
+    for (const c of ["30 * * * *", "*/15 * * * *", "0 */2 * * *", "0 1-3 * * *", "*/20 * * * * *", "0 0 1-3 * * *", "@hourly"])
+      expect([c, isFixedHour(c)]).toEqual([c, false]);
   });
 
   test("a list hour '30 1,2 * * *' counts as fixed: shifted in the gap, first only in the fold", () => {
@@ -430,11 +459,14 @@ describe("CronRule: ordinary rules across a DST change", () => {
     const start = pin("2027-11-07T05:00:00Z", "2027-11-07T01:00:00-04:00[America/New_York]");
     const runs = r.next(10_000, after, until);
     expect(runs.length).toBe(361);
-    expectRuns([runs[0]!, runs[180]!, runs[360]!], [
-      start,
-      pin("2027-11-07T06:00:00Z", "2027-11-07T01:00:00-05:00[America/New_York]"),
-      pin("2027-11-07T07:00:00Z", "2027-11-07T02:00:00-05:00[America/New_York]"),
-    ]);
+    expectRuns(
+      [runs[0]!, runs[180]!, runs[360]!],
+      [
+        start,
+        pin("2027-11-07T06:00:00Z", "2027-11-07T01:00:00-05:00[America/New_York]"),
+        pin("2027-11-07T07:00:00Z", "2027-11-07T02:00:00-05:00[America/New_York]"),
+      ],
+    );
     for (let i = 1; i < runs.length; i++) expect(runs[i]! - runs[i - 1]!).toBe(20_000);
     expect([r.local(runs[179]!), r.local(runs[180]!)]).toEqual(["2027-11-07T01:59:40-04:00", "2027-11-07T01:00:00-05:00"]);
     // The first pass only, with fold first: 180 runs, then 02:00 EST.
@@ -560,7 +592,12 @@ describe("the reference itself", () => {
   test("agrees with hand-pinned instants", () => {
     const a = Date.parse("2027-03-12T12:00:00Z");
     const u = Date.parse("2027-03-16T12:00:00Z");
-    expect(referenceRuns("30 2 * * *", NY, a, u).map(iso)).toEqual(["2027-03-13T07:30:00Z", "2027-03-14T07:30:00Z", "2027-03-15T06:30:00Z", "2027-03-16T06:30:00Z"]);
+    expect(referenceRuns("30 2 * * *", NY, a, u).map(iso)).toEqual([
+      "2027-03-13T07:30:00Z",
+      "2027-03-14T07:30:00Z",
+      "2027-03-15T06:30:00Z",
+      "2027-03-16T06:30:00Z",
+    ]);
     expect(referenceRuns("30 2 * * *", NY, a, u, { gap: "skip" }).map(iso)).toEqual(["2027-03-13T07:30:00Z", "2027-03-15T06:30:00Z", "2027-03-16T06:30:00Z"]);
     // The local day 2027-11-07 in New York: 00:00 EDT to 24:00 EST, 25 hours.
     const f = Date.parse("2027-11-07T04:00:00Z") - 1;
@@ -572,9 +609,15 @@ describe("the reference itself", () => {
     expect(referenceRuns("30 * * * *", NY, f, g, { fold: "first" }).length).toBe(24);
     expect(referenceRuns("30 * * * *", NY, Date.parse("2027-03-14T05:00:00Z") - 1, Date.parse("2027-03-15T04:00:00Z") - 1).length).toBe(23);
     expect(referenceRuns("*/15 * * * *", LHI, Date.parse("2026-10-03T15:00:00Z"), Date.parse("2026-10-03T16:00:00Z")).map(iso)).toEqual([
-      "2026-10-03T15:15:00Z", "2026-10-03T15:30:00Z", "2026-10-03T15:45:00Z", "2026-10-03T16:00:00Z", // 01:45 +10:30, then 02:30 +11:00 …
+      "2026-10-03T15:15:00Z",
+      "2026-10-03T15:30:00Z",
+      "2026-10-03T15:45:00Z",
+      "2026-10-03T16:00:00Z", // 01:45 +10:30, then 02:30 +11:00 …
     ]);
-    expect(referenceRuns("0 9 L * *", NY, Date.parse("2027-02-01T00:00:00Z"), Date.parse("2027-04-01T00:00:00Z")).map(iso)).toEqual(["2027-02-28T14:00:00Z", "2027-03-31T13:00:00Z"]);
+    expect(referenceRuns("0 9 L * *", NY, Date.parse("2027-02-01T00:00:00Z"), Date.parse("2027-04-01T00:00:00Z")).map(iso)).toEqual([
+      "2027-02-28T14:00:00Z",
+      "2027-03-31T13:00:00Z",
+    ]);
   });
 });
 
@@ -613,7 +656,13 @@ const RULES: [string, number, number][] = [
 ];
 
 const POLICIES: (Dst | undefined)[] = [
-  undefined, { gap: "shift" }, { gap: "skip" }, { fold: "first" }, { fold: "last" }, { fold: "both" }, { gap: "skip", fold: "last" },
+  undefined,
+  { gap: "shift" },
+  { gap: "skip" },
+  { fold: "first" },
+  { fold: "last" },
+  { fold: "both" },
+  { gap: "skip", fold: "last" },
 ];
 
 const ZONES: [string, number[]][] = [
@@ -653,7 +702,9 @@ describe("CronRule.next against the brute-force reference", () => {
             if (got.map(iso).join() !== expected.map(iso).join()) {
               const missing = expected.filter((x) => !got.includes(x)).map(iso);
               const extra = got.filter((x) => !expected.includes(x)).map(iso);
-              failures.push(`${name(dst)} window ${iso(start)}..${iso(end)}: ${got.length} runs, expected ${expected.length}; missing [${missing.slice(0, 4).join(", ")}${missing.length > 4 ? ", …" : ""}] extra [${extra.slice(0, 4).join(", ")}${extra.length > 4 ? ", …" : ""}]`);
+              failures.push(
+                `${name(dst)} window ${iso(start)}..${iso(end)}: ${got.length} runs, expected ${expected.length}; missing [${missing.slice(0, 4).join(", ")}${missing.length > 4 ? ", …" : ""}] extra [${extra.slice(0, 4).join(", ")}${extra.length > 4 ? ", …" : ""}]`,
+              );
             }
           }
         }
@@ -664,7 +715,18 @@ describe("CronRule.next against the brute-force reference", () => {
 });
 
 describe("CronRule.nextAfter from arbitrary instants near each transition, against the reference", () => {
-  const probeRules = ["30 2 * * *", "30 1 * * *", "15 2 * * *", "45 1 * * *", "*/15 * * * *", "0 1-3 * * *", "30 1,2 * * *", "*/20 * * * * *", "30 2-3 * * 0", "15,40 2 * * 0"];
+  const probeRules = [
+    "30 2 * * *",
+    "30 1 * * *",
+    "15 2 * * *",
+    "45 1 * * *",
+    "*/15 * * * *",
+    "0 1-3 * * *",
+    "30 1,2 * * *",
+    "*/20 * * * * *",
+    "30 2-3 * * 0",
+    "15,40 2 * * 0",
+  ];
   for (const [tz, tts] of ZONES.slice(0, 3)) {
     for (const cron of probeRules.filter((c) => inDefaultSuite(c, tz))) {
       test(`${cron} in ${tz}`, () => {
@@ -683,7 +745,9 @@ describe("CronRule.nextAfter from arbitrary instants near each transition, again
               const want = ref.find((x) => x > t);
               const got = r.nextAfter(t);
               if (want === undefined ? got !== null && got <= end : got !== want) {
-                failures.push(`${name(dst)} nextAfter(${iso(t)} = ${r.local(t)}): got ${got === null ? "null" : iso(got)}, expected ${want === undefined ? "none by " + iso(end) : iso(want)}`);
+                failures.push(
+                  `${name(dst)} nextAfter(${iso(t)} = ${r.local(t)}): got ${got === null ? "null" : iso(got)}, expected ${want === undefined ? `none by ${iso(end)}` : iso(want)}`,
+                );
               }
             }
           }

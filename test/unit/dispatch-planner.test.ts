@@ -5,7 +5,14 @@ import { RateBucket } from "../../src/dispatcher/rate-bucket.ts";
 const NOW = 1_000_000;
 const base: PlannerSettings = { weights: { high: 8, normal: 3, low: 1 }, agingMs: 60_000, tenantDefault: {}, tenantOverrides: {} };
 let n = 0;
-const cand = (over: Partial<Candidate> = {}): Candidate => ({ id: `j${String(n++).padStart(6, "0")}`, tenant: "t", priority: 0, dueMs: NOW - 10, catchup: false, ...over });
+const cand = (over: Partial<Candidate> = {}): Candidate => ({
+  id: `j${String(n++).padStart(6, "0")}`,
+  tenant: "t",
+  priority: 0,
+  dueMs: NOW - 10,
+  catchup: false,
+  ...over,
+});
 const many = (k: number, over: Partial<Candidate> = {}) => Array.from({ length: k }, (_, i) => cand({ dueMs: NOW - 1000 + i, ...over }));
 const count = (cs: Candidate[], f: (c: Candidate) => boolean) => cs.filter(f).length;
 
@@ -43,13 +50,23 @@ describe("DispatchPlanner", () => {
 
   test("all three classes share 8:3:1", () => {
     const p = new DispatchPlanner(base);
-    const picked = p.plan({ candidates: [...many(100, { priority: 1 }), ...many(100), ...many(100, { priority: -1 })], limit: 120, nowMs: NOW, inFlight: new Map() });
+    const picked = p.plan({
+      candidates: [...many(100, { priority: 1 }), ...many(100), ...many(100, { priority: -1 })],
+      limit: 120,
+      nowMs: NOW,
+      inFlight: new Map(),
+    });
     expect([count(picked, (c) => c.priority > 0), count(picked, (c) => c.priority === 0), count(picked, (c) => c.priority < 0)]).toEqual([80, 30, 10]);
   });
 
   test("tenants round robin: a flooding tenant does not crowd out one with a few jobs", () => {
     const p = new DispatchPlanner(base);
-    const picked = p.plan({ candidates: [...many(1000, { tenant: "flood" }), ...many(3, { tenant: "quiet", dueMs: NOW })], limit: 10, nowMs: NOW, inFlight: new Map() });
+    const picked = p.plan({
+      candidates: [...many(1000, { tenant: "flood" }), ...many(3, { tenant: "quiet", dueMs: NOW })],
+      limit: 10,
+      nowMs: NOW,
+      inFlight: new Map(),
+    });
     expect(count(picked, (c) => c.tenant === "quiet")).toBe(3);
   });
 
@@ -67,8 +84,13 @@ describe("DispatchPlanner", () => {
   test("tenant max running: in-flight jobs count against it; overrides win over the default", () => {
     const p = new DispatchPlanner({ ...base, tenantDefault: { maxRunning: 5 }, tenantOverrides: { big: { maxRunning: 50 } } });
     const picked = p.plan({
-      candidates: [...many(100, { tenant: "small" }), ...many(100, { tenant: "big" })], limit: 100, nowMs: NOW,
-      inFlight: new Map([["small", 3], ["big", 10]]),
+      candidates: [...many(100, { tenant: "small" }), ...many(100, { tenant: "big" })],
+      limit: 100,
+      nowMs: NOW,
+      inFlight: new Map([
+        ["small", 3],
+        ["big", 10],
+      ]),
     });
     expect(count(picked, (c) => c.tenant === "small")).toBe(2);
     expect(count(picked, (c) => c.tenant === "big")).toBe(40);

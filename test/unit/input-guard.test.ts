@@ -6,7 +6,10 @@
 import { describe, expect, test } from "bun:test";
 import { findBadString, mayHoldBadText } from "../../src/api/input-guard.ts";
 
-const job = (i: number) => ({ target: { url: `https://example.com/h/${i}`, body: { k: `key-${i}`, note: "ok 😀 ünïcödé" }, headers: { "x-a": "b" } }, delay: "5m" });
+const job = (i: number) => ({
+  target: { url: `https://example.com/h/${i}`, body: { k: `key-${i}`, note: "ok 😀 ünïcödé" }, headers: { "x-a": "b" } },
+  delay: "5m",
+});
 
 describe("mayHoldBadText: when the parsed body must be walked", () => {
   test("an ordinary batch (emoji and accents included) is not walked", () => {
@@ -25,7 +28,7 @@ describe("mayHoldBadText: when the parsed body must be walked", () => {
     const pieces = ["a", "é", "😀", "\u0000", "\uD800", "\uDFFF", "\uD83D", "\uDE00", "\\", '"', "\u0001", "\n", "k"];
     let bad = 0;
     let seed = 7;
-    const rnd = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+    const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
     const str = () => Array.from({ length: rnd(6) }, () => pieces[rnd(pieces.length)]).join("");
     for (let i = 0; i < 2000; i++) {
       const value = { [str()]: str(), list: [str(), { [str()]: str() }], n: i };

@@ -6,18 +6,54 @@ const DEFAULTS = { maxAttempts: 5, backoffBaseMs: 1000, backoffMaxMs: 60_000, ti
 const TARGET = { url: "https://example.com/hook", method: "POST", headers: {}, body: null, json: false };
 
 const request = (over: Partial<JobRequest> = {}): JobRequest => ({
-  tenant: "t1", target: TARGET, window: 0, priority: 0, request_hash: null, retry: {}, async: false,
-  host_limits: null, verify_url: null, ...over,
+  tenant: "t1",
+  target: TARGET,
+  window: 0,
+  priority: 0,
+  request_hash: null,
+  retry: {},
+  async: false,
+  host_limits: null,
+  verify_url: null,
+  ...over,
 });
 
 const schedule = (over: Partial<ScheduleRow> = {}): ScheduleRow => ({
-  tenant: "t1", id: "nightly", cron: "0 3 * * *", timezone: "UTC", dst_gap: null, dst_fold: null, target: TARGET,
-  priority: 7, max_attempts: 3, backoff_base_ms: "2000", backoff_max_ms: "90000", timeout_ms: "15000",
-  misfire: "fire_once", misfire_grace_ms: null, catchup_window_ms: "3600000", overlap: "skip", max_queued: 1,
-  window_ms: "0", paused: false, paused_reason: null, start_at: null, end_at: null, next_fire_at: null,
-  host_limits: { rate: 2 }, async: true, verify_url: "https://example.com/verify",
-  last_nominal_at: null, occurrences_generated: "0", occurrences_skipped: "0", occurrences_misfired: "0",
-  last_skip_at: null, last_skip_reason: null, version: 1, created_at: new Date(0), updated_at: new Date(0),
+  tenant: "t1",
+  id: "nightly",
+  cron: "0 3 * * *",
+  timezone: "UTC",
+  dst_gap: null,
+  dst_fold: null,
+  target: TARGET,
+  priority: 7,
+  max_attempts: 3,
+  backoff_base_ms: "2000",
+  backoff_max_ms: "90000",
+  timeout_ms: "15000",
+  misfire: "fire_once",
+  misfire_grace_ms: null,
+  catchup_window_ms: "3600000",
+  overlap: "skip",
+  max_queued: 1,
+  window_ms: "0",
+  paused: false,
+  paused_reason: null,
+  start_at: null,
+  end_at: null,
+  next_fire_at: null,
+  host_limits: { rate: 2 },
+  async: true,
+  verify_url: "https://example.com/verify",
+  last_nominal_at: null,
+  occurrences_generated: "0",
+  occurrences_skipped: "0",
+  occurrences_misfired: "0",
+  last_skip_at: null,
+  last_skip_reason: null,
+  version: 1,
+  created_at: new Date(0),
+  updated_at: new Date(0),
   ...over,
 });
 
@@ -40,23 +76,56 @@ describe("newJob", () => {
   test("what the request leaves unsaid comes from the defaults", () => {
     const j = newJob(request(), DEFAULTS);
     expect(j).toMatchObject({
-      tenant: "t1", due_at: null, delay_ms: 0, priority: 0, idempotency_key: null, request_hash: null,
-      schedule_id: null, nominal_time: null, target: TARGET, max_attempts: 5, backoff_base_ms: 1000,
-      backoff_max_ms: 60_000, timeout_ms: 30_000, expires_at: null, window_ms: 0, async: false,
-      host_limits: null, verify_url: null,
+      tenant: "t1",
+      due_at: null,
+      delay_ms: 0,
+      priority: 0,
+      idempotency_key: null,
+      request_hash: null,
+      schedule_id: null,
+      nominal_time: null,
+      target: TARGET,
+      max_attempts: 5,
+      backoff_base_ms: 1000,
+      backoff_max_ms: 60_000,
+      timeout_ms: 30_000,
+      expires_at: null,
+      window_ms: 0,
+      async: false,
+      host_limits: null,
+      verify_url: null,
     });
     expect(j.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
   });
 
   test("what the request says wins over the defaults", () => {
     const expires = new Date(T + 86_400_000);
-    const j = newJob(request({
-      retry: { max_attempts: 9, base: 10, max: 20 }, timeout: 5, expires_at: expires, priority: -3,
-      idempotency_key: "k", request_hash: "h", async: true, host_limits: { concurrency: 1 }, verify_url: "https://v",
-    }), DEFAULTS);
+    const j = newJob(
+      request({
+        retry: { max_attempts: 9, base: 10, max: 20 },
+        timeout: 5,
+        expires_at: expires,
+        priority: -3,
+        idempotency_key: "k",
+        request_hash: "h",
+        async: true,
+        host_limits: { concurrency: 1 },
+        verify_url: "https://v",
+      }),
+      DEFAULTS,
+    );
     expect(j).toMatchObject({
-      max_attempts: 9, backoff_base_ms: 10, backoff_max_ms: 20, timeout_ms: 5, expires_at: expires, priority: -3,
-      idempotency_key: "k", request_hash: "h", async: true, host_limits: { concurrency: 1 }, verify_url: "https://v",
+      max_attempts: 9,
+      backoff_base_ms: 10,
+      backoff_max_ms: 20,
+      timeout_ms: 5,
+      expires_at: expires,
+      priority: -3,
+      idempotency_key: "k",
+      request_hash: "h",
+      async: true,
+      host_limits: { concurrency: 1 },
+      verify_url: "https://v",
     });
   });
 
@@ -84,11 +153,25 @@ describe("occurrenceJob", () => {
   test("copies the schedule, names the occurrence by its nominal time, is due at its spread instant", () => {
     const j = occurrenceJob(schedule({ window_ms: "1000" }), onTime);
     expect(j).toMatchObject({
-      tenant: "t1", priority: 7, idempotency_key: "nightly@2026-12-01T03:00:00.000Z", request_hash: null,
-      schedule_id: "nightly", nominal_time: new Date(T), target: TARGET, max_attempts: 3, backoff_base_ms: 2000,
-      backoff_max_ms: 90_000, timeout_ms: 15_000, expires_at: null, window_ms: 1000, async: true,
-      host_limits: { rate: 2 }, verify_url: "https://example.com/verify",
-      due_at: new Date(T + 300), scheduled_for: new Date(T + 300), catchup: false,
+      tenant: "t1",
+      priority: 7,
+      idempotency_key: "nightly@2026-12-01T03:00:00.000Z",
+      request_hash: null,
+      schedule_id: "nightly",
+      nominal_time: new Date(T),
+      target: TARGET,
+      max_attempts: 3,
+      backoff_base_ms: 2000,
+      backoff_max_ms: 90_000,
+      timeout_ms: 15_000,
+      expires_at: null,
+      window_ms: 1000,
+      async: true,
+      host_limits: { rate: 2 },
+      verify_url: "https://example.com/verify",
+      due_at: new Date(T + 300),
+      scheduled_for: new Date(T + 300),
+      catchup: false,
       catchup_after: new Date(T + 300 + 60_000),
     });
   });
@@ -120,9 +203,19 @@ describe("triggeredJob", () => {
     const now = new Date(T + 1234);
     const j = triggeredJob(schedule({ window_ms: "5000" }), now);
     expect(j).toMatchObject({
-      tenant: "t1", due_at: now, nominal_time: now, idempotency_key: "nightly@2026-12-01T03:00:01.234Z",
-      schedule_id: "nightly", window_ms: 0, max_attempts: 3, backoff_base_ms: 2000, backoff_max_ms: 90_000,
-      timeout_ms: 15_000, async: true, host_limits: { rate: 2 }, verify_url: "https://example.com/verify",
+      tenant: "t1",
+      due_at: now,
+      nominal_time: now,
+      idempotency_key: "nightly@2026-12-01T03:00:01.234Z",
+      schedule_id: "nightly",
+      window_ms: 0,
+      max_attempts: 3,
+      backoff_base_ms: 2000,
+      backoff_max_ms: 90_000,
+      timeout_ms: 15_000,
+      async: true,
+      host_limits: { rate: 2 },
+      verify_url: "https://example.com/verify",
     });
     expect(j.start_by).toBeUndefined();
     expect(j.scheduled_for).toBeUndefined();

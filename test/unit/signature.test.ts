@@ -7,9 +7,7 @@ const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 describe("signWebhook", () => {
   test("matches the published Standard Webhooks vector", () => {
     const key = decodeSigningSecret(SECRET);
-    expect(signWebhook(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}')).toBe(
-      "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
-    );
+    expect(signWebhook(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}')).toBe("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
   });
 
   test("the standardwebhooks library verifies our signature", () => {
@@ -39,7 +37,7 @@ describe("signWebhook", () => {
 
 describe("signatureHeader", () => {
   test("one v1 signature per key, space separated; the library verifies with either secret", () => {
-    const other = "whsec_" + Buffer.alloc(32, 7).toString("base64");
+    const other = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
     const keys = [decodeSigningSecret(SECRET), decodeSigningSecret(other)];
     const ts = Math.floor(Date.now() / 1000);
     const body = '{"a":1}';
@@ -48,7 +46,7 @@ describe("signatureHeader", () => {
     const headers = { "webhook-id": "id1", "webhook-timestamp": String(ts), "webhook-signature": header };
     expect(new Webhook(SECRET).verify(body, headers)).toEqual({ a: 1 });
     expect(new Webhook(other).verify(body, headers)).toEqual({ a: 1 });
-    expect(() => new Webhook("whsec_" + Buffer.alloc(32, 9).toString("base64")).verify(body, headers)).toThrow();
+    expect(() => new Webhook(`whsec_${Buffer.alloc(32, 9).toString("base64")}`).verify(body, headers)).toThrow();
   });
 
   test("no keys: no header", () => {

@@ -61,7 +61,9 @@ describe("SCHEDULER_TEST_FAULTS_ARMED", () => {
     expect(armed({ SCHEDULER_TEST_FAULTS: "NextFireAt=40P01@1" })).toBe(true);
     expect(armed({ SCHEDULER_TEST_FAULTS: "NextFireAt=40P01@1", SCHEDULER_TEST_FAULTS_ARMED: "1" })).toBe(true);
     expect(armed({ SCHEDULER_TEST_FAULTS: "NextFireAt=40P01@1", SCHEDULER_TEST_FAULTS_ARMED: "0" })).toBe(false);
-    expect(() => armed({ SCHEDULER_TEST_FAULTS: "NextFireAt=40P01@1", SCHEDULER_TEST_FAULTS_ARMED: "no" })).toThrow(/SCHEDULER_TEST_FAULTS_ARMED must be 0 or 1/);
+    expect(() => armed({ SCHEDULER_TEST_FAULTS: "NextFireAt=40P01@1", SCHEDULER_TEST_FAULTS_ARMED: "no" })).toThrow(
+      /SCHEDULER_TEST_FAULTS_ARMED must be 0 or 1/,
+    );
     expect(() => armed({ SCHEDULER_TEST_FAULTS_ARMED: "0" })).toThrow(/without SCHEDULER_TEST_FAULTS/);
   });
 });
@@ -79,7 +81,10 @@ for (const driver of DRIVERS) {
     test("the named query fails with the SQLSTATE it names; other queries are untouched", async () => {
       const injected: string[] = [];
       const db = withTestFaults(t.db, [{ query: "NextFireAt", code: "40P01", probability: 1 }], { onInject: (q, c) => injected.push(`${q}:${c}`) });
-      const err = await db.query(sql("NextFireAt")).then(() => undefined, (e) => e);
+      const err = await db.query(sql("NextFireAt")).then(
+        () => undefined,
+        (e) => e,
+      );
       expect(err?.code).toBe("40P01");
       expect(String(err?.message)).toContain("injected fault");
       expect(injected).toEqual(["NextFireAt:40P01"]);
@@ -94,12 +99,20 @@ for (const driver of DRIVERS) {
       await t.db.query("CREATE TABLE fault_probe (x int)");
       let first: any;
       let after: any;
-      await db.tx(async (q) => {
-        await q.query("INSERT INTO fault_probe VALUES (1)");
-        first = await q.query(sql("NextFireAt")).then(() => undefined, (e) => e);
-        // The transaction is aborted: nothing else runs in it, and nothing of it commits.
-        after = await q.query("SELECT 1").then(() => undefined, (e) => e);
-      }).catch(() => {});
+      await db
+        .tx(async (q) => {
+          await q.query("INSERT INTO fault_probe VALUES (1)");
+          first = await q.query(sql("NextFireAt")).then(
+            () => undefined,
+            (e) => e,
+          );
+          // The transaction is aborted: nothing else runs in it, and nothing of it commits.
+          after = await q.query("SELECT 1").then(
+            () => undefined,
+            (e) => e,
+          );
+        })
+        .catch(() => {});
       expect(first?.code).toBe("55P03");
       expect(after?.code).toBe("25P02");
       expect(await t.db.query("SELECT count(*)::int AS n FROM fault_probe")).toEqual([{ n: 0 }]);
@@ -108,11 +121,26 @@ for (const driver of DRIVERS) {
     test("a disarmed switch injects nothing; toggled, the same db fails again", async () => {
       const sw = new FaultSwitch(false);
       const db = withTestFaults(t.db, [{ query: "NextFireAt", code: "40P01", probability: 1 }], { switch: sw });
-      expect(await db.query(sql("NextFireAt")).then(() => "ok", (e) => e.code)).toBe("ok");
+      expect(
+        await db.query(sql("NextFireAt")).then(
+          () => "ok",
+          (e) => e.code,
+        ),
+      ).toBe("ok");
       expect(sw.toggle()).toBe(true);
-      expect(await db.query(sql("NextFireAt")).then(() => "ok", (e) => e.code)).toBe("40P01");
+      expect(
+        await db.query(sql("NextFireAt")).then(
+          () => "ok",
+          (e) => e.code,
+        ),
+      ).toBe("40P01");
       expect(sw.toggle()).toBe(false);
-      expect(await db.query(sql("NextFireAt")).then(() => "ok", (e) => e.code)).toBe("ok");
+      expect(
+        await db.query(sql("NextFireAt")).then(
+          () => "ok",
+          (e) => e.code,
+        ),
+      ).toBe("ok");
     });
 
     test("the probability is honoured: 0 never, and each call draws once", async () => {
@@ -121,7 +149,13 @@ for (const driver of DRIVERS) {
       const draws = [0.9, 0.1, 0.5, 0.49];
       const db = withTestFaults(t.db, [{ query: "NextFireAt", code: "40001", probability: 0.5 }], { random: () => draws.shift()! });
       const results = [];
-      for (let i = 0; i < 4; i++) results.push(await db.query(sql("NextFireAt")).then(() => "ok", (e) => e.code));
+      for (let i = 0; i < 4; i++)
+        results.push(
+          await db.query(sql("NextFireAt")).then(
+            () => "ok",
+            (e) => e.code,
+          ),
+        );
       expect(results).toEqual(["ok", "40001", "ok", "40001"]);
     });
   });
@@ -142,11 +176,15 @@ describe("through a running scheduler (pglite)", () => {
   test("one warn line at start, and every injected fault counted by query and code", async () => {
     rt = await startScheduler(t.db, { SCHEDULER_TEST_FAULTS: "NextFireAt=57014@1" }, { log: mem.log });
     expect(mem.find("SCHEDULER_TEST_FAULTS is set")).toHaveLength(1);
-    const n = await eventually(async () => {
-      const m = await scrape(rt!.url!);
-      const v = m.get('scheduler_test_faults_injected_total{query="NextFireAt",code="57014"}') ?? 0;
-      return v >= 2 ? v : 0;
-    }, 10_000, "injected faults counted");
+    const n = await eventually(
+      async () => {
+        const m = await scrape(rt!.url!);
+        const v = m.get('scheduler_test_faults_injected_total{query="NextFireAt",code="57014"}') ?? 0;
+        return v >= 2 ? v : 0;
+      },
+      10_000,
+      "injected faults counted",
+    );
     expect(n).toBeGreaterThanOrEqual(2);
     // It still serves: the seam breaks only the named query.
     expect(series(await scrape(rt.url!), "scheduler_region_home")).toBe(1);

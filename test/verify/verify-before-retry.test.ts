@@ -47,15 +47,21 @@ for (const driver of DRIVERS) {
 
     const job = async (id: string) => (await api(rt, "GET", `/v1/jobs/${id}`)).body;
     const settled = (id: string, status: string, ms = 15_000) =>
-      eventually(async () => {
-        const j = await job(id);
-        return j.status === status ? j : undefined;
-      }, ms, `job ${id} to be ${status}`);
+      eventually(
+        async () => {
+          const j = await job(id);
+          return j.status === status ? j : undefined;
+        },
+        ms,
+        `job ${id} to be ${status}`,
+      );
     const create = async (name: string, over: Record<string, unknown> = {}) => {
       const r = await api(rt, "POST", "/v1/jobs", {
         target: { url: `${target.url}/hook/${name}`, body: { n: name } },
-        timeout: "300ms", retry: { base: "50ms", max: "100ms", max_attempts: 5 },
-        verify: { url: `${target.url}/verify/${name}` }, ...over,
+        timeout: "300ms",
+        retry: { base: "50ms", max: "100ms", max_attempts: 5 },
+        verify: { url: `${target.url}/verify/${name}` },
+        ...over,
       });
       expect(r.status).toBe(201);
       return r.body;
@@ -85,7 +91,13 @@ for (const driver of DRIVERS) {
       expect(delta("scheduler_verify_avoided_calls_total")).toBe(1);
     });
 
-    for (const [name, result] of [["no", "not_processed"], ["missing", "not_processed"], ["broken", "error"], ["odd", "error"], ["slow", "error"]] as const) {
+    for (const [name, result] of [
+      ["no", "not_processed"],
+      ["missing", "not_processed"],
+      ["broken", "error"],
+      ["odd", "error"],
+      ["slow", "error"],
+    ] as const) {
       test(`verify answer "${name}": the retry goes ahead as usual (${result})`, async () => {
         const before = await scrape(rt.url!);
         const j = await create(name);
@@ -95,7 +107,9 @@ for (const driver of DRIVERS) {
         expect(done.attempt_log.map((a: { verified: boolean }) => a.verified)).toEqual([false, false]);
         expect(done.attempt_log[0].possibly_delivered).toBe(true);
         const after = await scrape(rt.url!);
-        expect((after.get(`scheduler_verify_checks_total{result="${result}"}`) ?? 0) - (before.get(`scheduler_verify_checks_total{result="${result}"}`) ?? 0)).toBe(1);
+        expect(
+          (after.get(`scheduler_verify_checks_total{result="${result}"}`) ?? 0) - (before.get(`scheduler_verify_checks_total{result="${result}"}`) ?? 0),
+        ).toBe(1);
       }, 30_000);
     }
 
@@ -104,7 +118,10 @@ for (const driver of DRIVERS) {
       const done = await settled(j.id, "succeeded", 20_000);
       expect(target.callsTo("/hook/later")).toHaveLength(2);
       expect(target.callsTo("/verify/later")).toHaveLength(2);
-      expect(done.attempt_log.map((a: { outcome: string; verified: boolean }) => [a.outcome, a.verified])).toEqual([["unknown", true], ["transient", false]]);
+      expect(done.attempt_log.map((a: { outcome: string; verified: boolean }) => [a.outcome, a.verified])).toEqual([
+        ["unknown", true],
+        ["transient", false],
+      ]);
     }, 30_000);
 
     test("a failure that is not in doubt (500) is retried without asking", async () => {
@@ -124,8 +141,12 @@ for (const driver of DRIVERS) {
 
     test("a schedule's verify URL reaches its occurrences", async () => {
       const s = await api(rt, "POST", "/v1/schedules", {
-        id: `verify-${driver}`, cron: "0 0 1 1 *", target: { url: `${target.url}/hook/sched` }, timeout: "300ms",
-        retry: { base: "50ms", max: "100ms" }, verify: { url: `${target.url}/verify/sched` },
+        id: `verify-${driver}`,
+        cron: "0 0 1 1 *",
+        target: { url: `${target.url}/hook/sched` },
+        timeout: "300ms",
+        retry: { base: "50ms", max: "100ms" },
+        verify: { url: `${target.url}/verify/sched` },
       });
       expect(s.status).toBe(201);
       expect(s.body.verify).toEqual({ url: `${target.url}/verify/sched` });

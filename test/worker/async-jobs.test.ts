@@ -39,15 +39,18 @@ for (const driver of DRIVERS) {
       return r.body;
     };
     const job = async (id: string) => (await api(rt, "GET", `/v1/jobs/${id}`)).body;
-    const nthCall = (path: string, n: number, ms = 10_000) =>
-      eventually(() => target.callsTo(path)[n - 1], ms, `call ${n} to ${path}`);
+    const nthCall = (path: string, n: number, ms = 10_000) => eventually(() => target.callsTo(path)[n - 1], ms, `call ${n} to ${path}`);
     /** Waits until the worker has recorded the acceptance (the attempt shows the 202). */
     const accepted = (id: string, n = 1) =>
-      eventually(async () => {
-        const j = await job(id);
-        const a = j.attempt_log?.[n - 1];
-        return j.status === "running" && a?.outcome === "in_flight" && a?.http_status === 202 ? j : undefined;
-      }, 10_000, `job ${id} accepted`);
+      eventually(
+        async () => {
+          const j = await job(id);
+          const a = j.attempt_log?.[n - 1];
+          return j.status === "running" && a?.outcome === "in_flight" && a?.http_status === 202 ? j : undefined;
+        },
+        10_000,
+        `job ${id} accepted`,
+      );
     const heartbeat = (id: string, body: Record<string, unknown>) => api(rt, "POST", `/v1/jobs/${id}/heartbeat`, body);
     const complete = (id: string, body: Record<string, unknown>) => api(rt, "POST", `/v1/jobs/${id}/complete`, body);
     const leaseUntil = async (id: string) => (await t.db.query<{ lease_until: Date }>("SELECT lease_until FROM jobs WHERE id = $1", [id]))[0].lease_until;
@@ -168,10 +171,14 @@ for (const driver of DRIVERS) {
       await nthCall("/hang", 1);
       const at = Date.now();
       expect((await api(rt, "POST", `/v1/jobs/${j.id}/cancel`, {})).status).toBe(202);
-      const done = await eventually(async () => {
-        const x = await job(j.id);
-        return x.status === "cancelled" ? x : undefined;
-      }, 3000, "cancelled");
+      const done = await eventually(
+        async () => {
+          const x = await job(j.id);
+          return x.status === "cancelled" ? x : undefined;
+        },
+        3000,
+        "cancelled",
+      );
       expect(Date.now() - at).toBeLessThan(2000);
       expect(done.attempt_log).toHaveLength(1);
       expect(done.attempt_log[0].error).toContain("cancel");
@@ -197,7 +204,11 @@ for (const driver of DRIVERS) {
       expect((await heartbeat(a.id, {})).status).toBe(400);
       expect((await heartbeat(a.id, { lease_token: tokenA, checkpoint: "x".repeat(5000) })).body.error.path).toBe("checkpoint");
       expect(await t.db.query("SELECT status, lease_until, checkpoint, updated_at FROM jobs WHERE id = $1", [a.id])).toEqual(before);
-      for (const [id, token] of [[a.id, tokenA], [b.id, tokenB]]) expect((await complete(id, { lease_token: token, outcome: "succeeded" })).status).toBe(200);
+      for (const [id, token] of [
+        [a.id, tokenA],
+        [b.id, tokenB],
+      ])
+        expect((await complete(id, { lease_token: token, outcome: "succeeded" })).status).toBe(200);
     });
 
     test("complete failed with retry_after: rescheduled no sooner than that, a try used up, a new token for the next attempt", async () => {
@@ -224,7 +235,13 @@ for (const driver of DRIVERS) {
       const sync = await api(rt, "POST", "/v1/schedules", { cron: "0 9 * * *", target: { url: `${target.url}/x` }, timeout: "2h" });
       expect(sync.status).toBe(400);
       expect(sync.body.error.path).toBe("timeout");
-      const s = await api(rt, "POST", "/v1/schedules", { id: `async-${driver}`, cron: "* * * * * *", target: { url: `${target.url}/sched` }, async: true, timeout: "2h" });
+      const s = await api(rt, "POST", "/v1/schedules", {
+        id: `async-${driver}`,
+        cron: "* * * * * *",
+        target: { url: `${target.url}/sched` },
+        async: true,
+        timeout: "2h",
+      });
       expect(s.status).toBe(201);
       expect(s.body).toMatchObject({ async: true, timeout: "2h" });
       try {

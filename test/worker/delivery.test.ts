@@ -38,10 +38,14 @@ for (const driver of DRIVERS) {
     };
     const job = async (id: string) => (await api(rt, "GET", `/v1/jobs/${id}`)).body;
     const settled = (id: string, status: string, ms = 10_000) =>
-      eventually(async () => {
-        const j = await job(id);
-        return j.status === status ? j : undefined;
-      }, ms, `job ${id} to be ${status}`);
+      eventually(
+        async () => {
+          const j = await job(id);
+          return j.status === status ? j : undefined;
+        },
+        ms,
+        `job ${id} to be ${status}`,
+      );
 
     test("a job due in 200 ms is called within tens of milliseconds of its due time, never before", async () => {
       const j = await create({ target: { url: `${target.url}/soon`, body: { n: 1 } }, delay: "200ms" });
@@ -77,7 +81,7 @@ for (const driver of DRIVERS) {
       expect(c.headers["scheduler-nominal-time"]).toBeUndefined();
       // Independent check with the reference implementation of Standard Webhooks.
       expect(() => new Webhook(SECRET).verify(c.body, c.headers)).not.toThrow();
-      expect(() => new Webhook(SECRET).verify(c.body + " ", c.headers)).toThrow();
+      expect(() => new Webhook(SECRET).verify(`${c.body} `, c.headers)).toThrow();
     });
 
     test("body_text is sent byte for byte; no body sends nothing", async () => {
@@ -101,7 +105,11 @@ for (const driver of DRIVERS) {
       expect(calls.map((c) => c.headers["scheduler-attempt"])).toEqual(["1", "2", "3"]);
       expect(new Set(calls.map((c) => c.headers["webhook-id"])).size).toBe(1);
       expect(new Set(calls.map((c) => c.headers["scheduler-attempt-id"])).size).toBe(3);
-      expect(done.attempt_log.map((a: any) => [a.outcome, a.http_status])).toEqual([["transient", 500], ["transient", 502], ["success", 200]]);
+      expect(done.attempt_log.map((a: any) => [a.outcome, a.http_status])).toEqual([
+        ["transient", 500],
+        ["transient", 502],
+        ["success", 200],
+      ]);
       expect(done.attempts).toBe(3);
     });
 
@@ -136,7 +144,9 @@ for (const driver of DRIVERS) {
     });
 
     test("a throttled host slows further calls to it: other jobs wait for its Retry-After", async () => {
-      const busy = new Target((r, n) => (r.path === "/first" && n === 1 ? new Response("busy", { status: 429, headers: { "retry-after": "2" } }) : new Response("ok")));
+      const busy = new Target((r, n) =>
+        r.path === "/first" && n === 1 ? new Response("busy", { status: 429, headers: { "retry-after": "2" } }) : new Response("ok"),
+      );
       try {
         const first = await create({ target: { url: `${busy.url}/first` }, retry: { max_attempts: 1 } });
         await eventually(() => busy.callsTo("/first").length === 1, 5000, "first call");
@@ -161,7 +171,10 @@ for (const driver of DRIVERS) {
       target.respond(base);
       const j = await create({ target: { url: `${target.url}/slow` }, timeout: "300ms", retry: { max_attempts: 2, base: "10ms", max: "10ms" } });
       const done = await settled(j.id, "dead", 15_000);
-      expect(done.attempt_log.map((a: any) => [a.outcome, a.possibly_delivered])).toEqual([["unknown", true], ["unknown", true]]);
+      expect(done.attempt_log.map((a: any) => [a.outcome, a.possibly_delivered])).toEqual([
+        ["unknown", true],
+        ["unknown", true],
+      ]);
     });
 
     test("a connection refused is transient", async () => {
@@ -174,7 +187,11 @@ for (const driver of DRIVERS) {
     });
 
     test("expires_at before the due time is refused at creation", async () => {
-      const r = await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/never` }, delay: "300ms", expires_at: new Date(Date.now() + 200).toISOString() });
+      const r = await api(rt, "POST", "/v1/jobs", {
+        target: { url: `${target.url}/never` },
+        delay: "300ms",
+        expires_at: new Date(Date.now() + 200).toISOString(),
+      });
       expect(r.status).toBe(400);
       expect(r.body.error.path).toBe("expires_at");
     });
@@ -220,10 +237,14 @@ for (const driver of DRIVERS) {
       try {
         const job = await insertJob(t.db, { target: { url: `${target.url}/private`, method: "POST", headers: {}, body: null, json: false } });
         await t.db.query("SELECT pg_notify('scheduler_due', '0')");
-        const done = await eventually(async () => {
-          const j = (await api(rt, "GET", `/v1/jobs/${job.id}`)).body;
-          return j.status === "dead" ? j : undefined;
-        }, 5000, "dead");
+        const done = await eventually(
+          async () => {
+            const j = (await api(rt, "GET", `/v1/jobs/${job.id}`)).body;
+            return j.status === "dead" ? j : undefined;
+          },
+          5000,
+          "dead",
+        );
         expect(done.dead_reason).toBe("target_refused");
         expect(done.last_error).toContain("SCHEDULER_ALLOW_PRIVATE_TARGETS");
         expect(target.calls).toHaveLength(0);

@@ -57,10 +57,14 @@ describe("DNS rebinding (real DNS server on loopback, real process, postgres)", 
       ids.push(r.body.id);
     }
     calling = true;
-    const finals = await eventually(async () => {
-      const js = await Promise.all(ids.map(async (id) => (await api(proc!.url, "GET", `/v1/jobs/${id}`)).body));
-      return js.every((j) => ["dead", "succeeded"].includes(j.status)) ? js : undefined;
-    }, 60_000, "all jobs finished");
+    const finals = await eventually(
+      async () => {
+        const js = await Promise.all(ids.map(async (id) => (await api(proc!.url, "GET", `/v1/jobs/${id}`)).body));
+        return js.every((j) => ["dead", "succeeded"].includes(j.status)) ? js : undefined;
+      },
+      60_000,
+      "all jobs finished",
+    );
     // The scheduler did get loopback answers while calling, and never reached loopback.
     expect(target.calls.map((c) => c.path)).toEqual([]);
     expect(dns.answered.filter((a) => a.address === "127.0.0.1").length).toBeGreaterThan(0);

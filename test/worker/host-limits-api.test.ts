@@ -44,10 +44,12 @@ for (const driver of DRIVERS) {
     }
 
     test("a batch names the item: jobs.1.host_limits.rate", async () => {
-      const r = await api(rt, "POST", "/v1/jobs/batch", { jobs: [
-        { target: { url: HOOK }, delay: "1h", host_limits: { rate: 2 } },
-        { target: { url: HOOK }, delay: "1h", host_limits: { rate: 0 } },
-      ] });
+      const r = await api(rt, "POST", "/v1/jobs/batch", {
+        jobs: [
+          { target: { url: HOOK }, delay: "1h", host_limits: { rate: 2 } },
+          { target: { url: HOOK }, delay: "1h", host_limits: { rate: 0 } },
+        ],
+      });
       expect(r.status).toBe(200);
       expect(r.body.jobs[0].host_limits).toEqual({ rate: 2, concurrency: null });
       expect(r.body.jobs[1].error.path).toBe("jobs.1.host_limits.rate");
@@ -74,7 +76,11 @@ for (const driver of DRIVERS) {
     });
 
     test("schedules: host_limits on create and PATCH (null clears it), 400 with the path, and every occurrence carries it", async () => {
-      expectError(await api(rt, "POST", "/v1/schedules", { cron: "0 9 * * *", target: { url: HOOK }, host_limits: { concurrency: -1 } }), 400, "host_limits.concurrency");
+      expectError(
+        await api(rt, "POST", "/v1/schedules", { cron: "0 9 * * *", target: { url: HOOK }, host_limits: { concurrency: -1 } }),
+        400,
+        "host_limits.concurrency",
+      );
       const s = await api(rt, "POST", "/v1/schedules", { id: `hl-${driver}`, cron: "0 9 * * *", target: { url: HOOK }, host_limits: { rate: 3 } });
       expect(s.status).toBe(201);
       expect(s.body.host_limits).toEqual({ rate: 3, concurrency: null });
@@ -100,12 +106,21 @@ for (const driver of DRIVERS) {
       const rt = await startScheduler(t.db, {}, { mode: "dispatcher" });
       const apiRt = await startScheduler(t.db, {}, { mode: "api" });
       try {
-        const s = await api(apiRt, "POST", "/v1/schedules", { id: "every-second", cron: "* * * * * *", target: { url: HOOK }, host_limits: { rate: 4, concurrency: 1 } });
+        const s = await api(apiRt, "POST", "/v1/schedules", {
+          id: "every-second",
+          cron: "* * * * * *",
+          target: { url: HOOK },
+          host_limits: { rate: 4, concurrency: 1 },
+        });
         expect(s.status).toBe(201);
-        const occ = await eventually(async () => {
-          const r = await api(apiRt, "GET", "/v1/jobs?schedule_id=every-second");
-          return r.body.items[0];
-        }, 5000, "an occurrence");
+        const occ = await eventually(
+          async () => {
+            const r = await api(apiRt, "GET", "/v1/jobs?schedule_id=every-second");
+            return r.body.items[0];
+          },
+          5000,
+          "an occurrence",
+        );
         expect(occ.host_limits).toEqual({ rate: 4, concurrency: 1 });
       } finally {
         await apiRt.stop();
@@ -119,9 +134,19 @@ for (const driver of DRIVERS) {
 describe("host limit settings", () => {
   test("SCHEDULER_HOST_RATE, SCHEDULER_HOST_CONCURRENCY, SCHEDULER_HOST_RATE_FLOOR: defaults, values, one-line errors naming the variable", () => {
     expect(loadConfig({}).hostLimits).toEqual({ ratePerSec: undefined, concurrency: undefined, floorPerSec: 0.5 });
-    expect(loadConfig({ SCHEDULER_HOST_RATE: "2.5", SCHEDULER_HOST_CONCURRENCY: "4", SCHEDULER_HOST_RATE_FLOOR: "1" }).hostLimits)
-      .toEqual({ ratePerSec: 2.5, concurrency: 4, floorPerSec: 1 });
-    for (const [k, v] of [["SCHEDULER_HOST_RATE", "0"], ["SCHEDULER_HOST_RATE", "fast"], ["SCHEDULER_HOST_RATE", "-1"], ["SCHEDULER_HOST_CONCURRENCY", "0"], ["SCHEDULER_HOST_CONCURRENCY", "1.5"], ["SCHEDULER_HOST_RATE_FLOOR", "x"]] as const) {
+    expect(loadConfig({ SCHEDULER_HOST_RATE: "2.5", SCHEDULER_HOST_CONCURRENCY: "4", SCHEDULER_HOST_RATE_FLOOR: "1" }).hostLimits).toEqual({
+      ratePerSec: 2.5,
+      concurrency: 4,
+      floorPerSec: 1,
+    });
+    for (const [k, v] of [
+      ["SCHEDULER_HOST_RATE", "0"],
+      ["SCHEDULER_HOST_RATE", "fast"],
+      ["SCHEDULER_HOST_RATE", "-1"],
+      ["SCHEDULER_HOST_CONCURRENCY", "0"],
+      ["SCHEDULER_HOST_CONCURRENCY", "1.5"],
+      ["SCHEDULER_HOST_RATE_FLOOR", "x"],
+    ] as const) {
       let msg = "";
       try {
         loadConfig({ [k]: v });

@@ -152,7 +152,10 @@ for (const driver of HOST_LIMIT_DRIVERS) {
       try {
         await withScheduler(driver, { SCHEDULER_HOST_RATE: "5" }, async (rt, t) => {
           const runAt = new Date(Date.now() + 400).toISOString();
-          const created = await createBatch(rt, Array.from({ length: 20 }, (_, i) => ({ target: { url: `${target.url}/r${i}` }, run_at: runAt })));
+          const created = await createBatch(
+            rt,
+            Array.from({ length: 20 }, (_, i) => ({ target: { url: `${target.url}/r${i}` }, run_at: runAt })),
+          );
           await eventually(async () => (await countStatus(t, "succeeded", target.url)) === 20, 15_000, "20 jobs succeeded");
           const due = new Map(created.map((j) => [j.id as string, Date.parse(j.due_at)]));
           const at = target.calls.map((c) => c.at).sort((x, y) => x - y);
@@ -209,10 +212,14 @@ for (const driver of HOST_LIMIT_DRIVERS) {
             { target: { url: `${target.url}/down` }, retry },
           ]);
           const settled = (id: string, status: string) =>
-            eventually(async () => {
-              const j = (await api(rt, "GET", `/v1/jobs/${id}`)).body;
-              return j.status === status ? j : undefined;
-            }, 15_000, `job ${id} ${status}`);
+            eventually(
+              async () => {
+                const j = (await api(rt, "GET", `/v1/jobs/${id}`)).body;
+                return j.status === status ? j : undefined;
+              },
+              15_000,
+              `job ${id} ${status}`,
+            );
           const done = await settled(ok.id, "succeeded");
           expect(done.attempts).toBe(13);
           expect(done.attempt_log.map((x: any) => x.outcome)).toEqual([...Array(10).fill("throttled"), "transient", "transient", "success"]);
@@ -232,20 +239,33 @@ for (const driver of HOST_LIMIT_DRIVERS) {
       try {
         await withScheduler(driver, {}, async (rt, t) => {
           const [j] = await createBatch(rt, [{ target: { url: `${target.url}/always-busy` }, retry: { max_attempts: 1 } }]);
-          const row = async () => (await t.db.query<{ status: string; tries: number; throttle_until: Date | null }>("SELECT status, tries, throttle_until FROM jobs WHERE id = $1", [j.id]))[0]!;
-          const first = await eventually(async () => {
-            const r = await row();
-            return r.status === "scheduled" && r.throttle_until ? r : undefined;
-          }, 5000, "the first throttled answer recorded");
+          const row = async () =>
+            (
+              await t.db.query<{ status: string; tries: number; throttle_until: Date | null }>("SELECT status, tries, throttle_until FROM jobs WHERE id = $1", [
+                j.id,
+              ])
+            )[0]!;
+          const first = await eventually(
+            async () => {
+              const r = await row();
+              return r.status === "scheduled" && r.throttle_until ? r : undefined;
+            },
+            5000,
+            "the first throttled answer recorded",
+          );
           const firstCall = target.calls[0]!.at;
           expect(first.tries).toBe(0);
           expect(Math.abs(first.throttle_until!.getTime() - (firstCall + 24 * 3600_000))).toBeLessThan(5000);
           // As if those 24 h had passed (the retry is due in 1 s, after its Retry-After).
           await t.db.query("UPDATE jobs SET throttle_until = now() - interval '1 second' WHERE id = $1", [j.id]);
-          const done = await eventually(async () => {
-            const r = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
-            return r.status === "dead" ? r : undefined;
-          }, 5000, "dead");
+          const done = await eventually(
+            async () => {
+              const r = (await api(rt, "GET", `/v1/jobs/${j.id}`)).body;
+              return r.status === "dead" ? r : undefined;
+            },
+            5000,
+            "dead",
+          );
           expect(done.dead_reason).toBe("throttled_too_long");
           expect(done.attempt_log.map((a: any) => a.outcome)).toEqual(["throttled", "throttled"]);
         });
@@ -255,7 +275,9 @@ for (const driver of HOST_LIMIT_DRIVERS) {
     }, 30_000);
 
     test("a job waiting in memory for a paused host is not called: a cancel ends it at once, and a stop gives it back uncalled", async () => {
-      const target = new Target((r, n) => (r.path === "/first" && n === 1 ? new Response("busy", { status: 429, headers: { "retry-after": "3" } }) : new Response("ok")));
+      const target = new Target((r, n) =>
+        r.path === "/first" && n === 1 ? new Response("busy", { status: 429, headers: { "retry-after": "3" } }) : new Response("ok"),
+      );
       try {
         await withScheduler(driver, {}, async (rt, t) => {
           const [first] = await createBatch(rt, [{ target: { url: `${target.url}/first` } }]);
@@ -269,10 +291,14 @@ for (const driver of HOST_LIMIT_DRIVERS) {
           await eventually(async () => (await job(waiting.id)).status === "running", 1000, "held");
           const c = await api(rt, "POST", `/v1/jobs/${waiting.id}/cancel`, {});
           expect(c.status).toBe(202);
-          const cancelled = await eventually(async () => {
-            const j = await job(waiting.id);
-            return j.status === "cancelled" ? j : undefined;
-          }, 1000, "cancelled before the pause ends");
+          const cancelled = await eventually(
+            async () => {
+              const j = await job(waiting.id);
+              return j.status === "cancelled" ? j : undefined;
+            },
+            1000,
+            "cancelled before the pause ends",
+          );
           expect(cancelled.attempt_log).toHaveLength(0);
           // A graceful stop while another job waits: back to scheduled, no call, no attempt.
           const [other] = await createBatch(rt, [{ target: { url: `${target.url}/other` } }]);

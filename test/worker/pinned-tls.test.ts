@@ -25,7 +25,11 @@ describe("pinned calls over TLS (loopback server with a certificate for a name)"
 
   test("connects to the address, sends the name as Host and checks the certificate against the name", async () => {
     const c = pinnedCall(new URL(`https://hooks.example.test:${server.port}/hook?x=1`), "127.0.0.1");
-    expect(c).toEqual({ url: `https://127.0.0.1:${server.port}/hook?x=1`, host: `hooks.example.test:${server.port}`, tls: { serverName: "hooks.example.test" } });
+    expect(c).toEqual({
+      url: `https://127.0.0.1:${server.port}/hook?x=1`,
+      host: `hooks.example.test:${server.port}`,
+      tls: { serverName: "hooks.example.test" },
+    });
     const res = await call("hooks.example.test");
     expect(await res.json()).toEqual({ host: `hooks.example.test:${server.port}`, path: "/hook" });
   });
@@ -44,6 +48,10 @@ describe("pinned calls over TLS (loopback server with a certificate for a name)"
   test("http: Host header only; an IP literal is called as it is; IPv6 addresses get brackets", () => {
     expect(pinnedCall(new URL("http://hooks.example.test/a"), "93.184.216.34")).toEqual({ url: "http://93.184.216.34/a", host: "hooks.example.test" });
     expect(pinnedCall(new URL("http://93.184.216.34:81/a"), "93.184.216.34")).toEqual({ url: "http://93.184.216.34:81/a" });
-    expect(pinnedCall(new URL("https://h.example.test/"), "2606:4700::1111")).toEqual({ url: "https://[2606:4700::1111]/", host: "h.example.test", tls: { serverName: "h.example.test" } });
+    expect(pinnedCall(new URL("https://h.example.test/"), "2606:4700::1111")).toEqual({
+      url: "https://[2606:4700::1111]/",
+      host: "h.example.test",
+      tls: { serverName: "h.example.test" },
+    });
   });
 });

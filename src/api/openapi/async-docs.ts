@@ -12,18 +12,29 @@ const BAD_TOKEN = "Not a lease token of this job (`invalid_lease_token`).";
  */
 export const asyncDocs: RouteDoc[] = [
   {
-    method: "post", path: "/v1/jobs/:id/heartbeat", tag: "Async jobs", auth: "none", params: JOB_ID,
+    method: "post",
+    path: "/v1/jobs/:id/heartbeat",
+    tag: "Async jobs",
+    auth: "none",
+    params: JOB_ID,
     summary: "Renew an async job's lease while its target works; optionally store a checkpoint",
     body: HeartbeatSchema,
     responses: {
-      200: json(v.object({ lease_until: v.string(), cancel_requested: v.boolean(), deadline_at: v.nullable(v.string()) }), "The new lease end; cancel_requested asks the target to stop."),
+      200: json(
+        v.object({ lease_until: v.string(), cancel_requested: v.boolean(), deadline_at: v.nullable(v.string()) }),
+        "The new lease end; cancel_requested asks the target to stop.",
+      ),
       ...errors(400, 404, 413),
       401: json("Error", BAD_TOKEN),
       409: json("Error", STALE),
     },
   },
   {
-    method: "post", path: "/v1/jobs/:id/complete", tag: "Async jobs", auth: "none", params: JOB_ID,
+    method: "post",
+    path: "/v1/jobs/:id/complete",
+    tag: "Async jobs",
+    auth: "none",
+    params: JOB_ID,
     summary: "Report an async job's outcome",
     body: CompleteSchema,
     responses: {

@@ -15,7 +15,10 @@ const int = v.pipe(v.number(), v.integer());
 export const ErrorBody = v.pipe(
   v.strictObject({
     error: v.strictObject({
-      code: v.pipe(v.string(), v.description("Stable, machine-readable: invalid_request, unauthorized, forbidden, not_found, idempotency_conflict, version_mismatch, …")),
+      code: v.pipe(
+        v.string(),
+        v.description("Stable, machine-readable: invalid_request, unauthorized, forbidden, not_found, idempotency_conflict, version_mismatch, …"),
+      ),
       message: v.pipe(v.string(), v.description("For people; never echoes the request.")),
       path: v.optional(v.pipe(v.string(), v.description('The field at fault, like "target.url" or "jobs.3.delay".'))),
     }),
@@ -40,12 +43,27 @@ export const Attempt = v.object({
   number: int,
   started_at: maybeInstant,
   finished_at: maybeInstant,
-  outcome: v.pipe(v.string(), v.description("success, throttled, transient, unknown, permanent; lost when the worker's lease lapsed before it reported; in_flight while the call runs.")),
+  outcome: v.pipe(
+    v.string(),
+    v.description("success, throttled, transient, unknown, permanent; lost when the worker's lease lapsed before it reported; in_flight while the call runs."),
+  ),
   http_status: v.nullable(int),
   error: v.nullable(v.string()),
   possibly_delivered: v.boolean(),
-  verified: v.pipe(v.boolean(), v.description("Verify before retry: the target's verify URL said this possibly delivered call was processed; the job ended succeeded without another call.")),
-  late_outcome: v.nullable(v.pipe(v.string(), v.description("A lost call whose worker reported after all: its real outcome. The attempt stays lost (that verdict decided the job then), except that a late success revives a job the reap had left dead."))),
+  verified: v.pipe(
+    v.boolean(),
+    v.description(
+      "Verify before retry: the target's verify URL said this possibly delivered call was processed; the job ended succeeded without another call.",
+    ),
+  ),
+  late_outcome: v.nullable(
+    v.pipe(
+      v.string(),
+      v.description(
+        "A lost call whose worker reported after all: its real outcome. The attempt stays lost (that verdict decided the job then), except that a late success revives a job the reap had left dead.",
+      ),
+    ),
+  ),
   late_http_status: v.nullable(int),
   late_at: maybeInstant,
   epoch: v.nullable(v.pipe(int, v.description("The fencing token the call carried."))),
@@ -116,14 +134,20 @@ export const Schedule = v.object({
   version: int,
   created_at: instant,
   updated_at: instant,
-  preview: v.optional(v.pipe(
-    v.array(v.object({ at: instant, local: v.pipe(v.string(), v.description("The same instant in the schedule's zone, with its UTC offset.")) })),
-    v.description("GET /v1/schedules/{id}?preview=N only: the next N fire instants."),
-  )),
-  preview_truncated: v.optional(v.pipe(
-    v.literal(true),
-    v.description("The preview stopped with fewer than N instants: at instants more than 10 years after its start (or, as a safety net, after 2 s of computing)."),
-  )),
+  preview: v.optional(
+    v.pipe(
+      v.array(v.object({ at: instant, local: v.pipe(v.string(), v.description("The same instant in the schedule's zone, with its UTC offset.")) })),
+      v.description("GET /v1/schedules/{id}?preview=N only: the next N fire instants."),
+    ),
+  ),
+  preview_truncated: v.optional(
+    v.pipe(
+      v.literal(true),
+      v.description(
+        "The preview stopped with fewer than N instants: at instants more than 10 years after its start (or, as a safety net, after 2 s of computing).",
+      ),
+    ),
+  ),
 });
 
 export const Cluster = v.object({
@@ -170,10 +194,11 @@ export const SigningKeyView = v.object({
   replaces: v.pipe(v.nullable(v.string()), v.description("The key this one was rotated in for.")),
 });
 
-const page = <T extends v.GenericSchema>(item: T) => v.object({
-  items: v.array(item),
-  next_cursor: v.pipe(v.nullable(v.string()), v.description("Pass as ?cursor= for the next page; null on the last page.")),
-});
+const page = <T extends v.GenericSchema>(item: T) =>
+  v.object({
+    items: v.array(item),
+    next_cursor: v.pipe(v.nullable(v.string()), v.description("Pass as ?cursor= for the next page; null on the last page.")),
+  });
 
 /**
  * Every named schema of the document. A valibot schema object listed here appears once, in

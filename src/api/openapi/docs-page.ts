@@ -1,11 +1,17 @@
 // GET /docs: the OpenAPI document as one static HTML page. Rendered here, with no script
 // and nothing fetched: the page works offline and inside the compiled binary.
 
+// biome-ignore lint/suspicious/noExplicitAny: the page walks an OpenAPI document, whose shape the schema (not TypeScript) vouches for
 type Json = Record<string, any>;
 
 const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 /** Descriptions use `code` spans and nothing else of Markdown. */
-const text = (s: string | undefined) => (s ? esc(s).replace(/`([^`]+)`/g, "<code>$1</code>").replace(/\n\n/g, "<br>") : "");
+const text = (s: string | undefined) =>
+  s
+    ? esc(s)
+        .replace(/`([^`]+)`/g, "<code>$1</code>")
+        .replace(/\n\n/g, "<br>")
+    : "";
 const refName = (ref: string) => ref.slice(ref.lastIndexOf("/") + 1);
 const refLink = (ref: string) => `<a href="#schema-${esc(refName(ref))}">${esc(refName(ref))}</a>`;
 
@@ -18,7 +24,7 @@ function typeOf(s: Json | undefined): string {
   if (s.anyOf) return s.anyOf.map(typeOf).join(" or ");
   if (s.type === "array") return `array of ${typeOf(s.items)}`;
   if (s.type === "object" && !s.properties && s.additionalProperties) return `object of ${typeOf(s.additionalProperties)}`;
-  return esc(s.format ? `${s.type} (${s.format})` : s.type ?? "any JSON");
+  return esc(s.format ? `${s.type} (${s.format})` : (s.type ?? "any JSON"));
 }
 
 function constraints(s: Json): string {
@@ -56,14 +62,16 @@ type Resolve = (ref: string) => Json | undefined;
  */
 function fieldRows(obj: Json, resolve: Resolve, prefix = "", open: ReadonlySet<string> = new Set()): string {
   const required = new Set<string>(obj.required ?? []);
-  return Object.entries(obj.properties ?? {}).map(([name, s]: [string, any]) => {
-    const full = `${prefix}${name}`;
-    const row = `<tr><td><code>${esc(full)}</code>${required.has(name) ? ' <span class="req">required</span>' : ""}</td><td>${typeOf(s)}</td><td>${[text(description(s)), constraints(s)].filter(Boolean).join("<br>")}</td></tr>`;
-    const ref: string | undefined = s.$ref ?? s.items?.$ref;
-    const target = ref ? (open.has(ref) ? undefined : resolve(ref)) : s;
-    const inner = target && inlineObject(target);
-    return row + (inner ? fieldRows(inner, resolve, `${full}${s.type === "array" ? "[]" : ""}.`, ref ? new Set([...open, ref]) : open) : "");
-  }).join("");
+  return Object.entries<Json>(obj.properties ?? {})
+    .map(([name, s]: [string, Json]) => {
+      const full = `${prefix}${name}`;
+      const row = `<tr><td><code>${esc(full)}</code>${required.has(name) ? ' <span class="req">required</span>' : ""}</td><td>${typeOf(s)}</td><td>${[text(description(s)), constraints(s)].filter(Boolean).join("<br>")}</td></tr>`;
+      const ref: string | undefined = s.$ref ?? s.items?.$ref;
+      const target = ref ? (open.has(ref) ? undefined : resolve(ref)) : s;
+      const inner = target && inlineObject(target);
+      return row + (inner ? fieldRows(inner, resolve, `${full}${s.type === "array" ? "[]" : ""}.`, ref ? new Set([...open, ref]) : open) : "");
+    })
+    .join("");
 }
 
 /** `expand`: open a top-level $ref (a request body) instead of only linking to it. */
@@ -83,10 +91,12 @@ function operation(method: string, path: string, op: Json, resolve: Resolve): st
 <p><b>${text(op.summary)}</b></p><p>${text(op.description)}</p>
 ${params.length ? `<h4>Parameters</h4><table><tr><th>name</th><th>in</th><th>type</th><th>notes</th></tr>${params.map((p) => `<tr><td><code>${esc(p.name)}</code>${p.required ? ' <span class="req">required</span>' : ""}</td><td>${esc(p.in)}</td><td>${typeOf(p.schema)}</td><td>${[text(p.description), constraints(p.schema ?? {})].filter(Boolean).join("<br>")}</td></tr>`).join("")}</table>` : ""}
 ${body ? `<h4>Request body${op.requestBody.required ? "" : " (optional)"}</h4>${schemaBlock(body, resolve, true)}` : ""}
-<h4>Responses</h4><table><tr><th>status</th><th>meaning</th><th>body</th></tr>${Object.entries(op.responses ?? {}).map(([status, r]: [string, any]) => {
-    const [type, media] = Object.entries(r.content ?? {})[0] ?? [];
-    return `<tr><td>${esc(status)}</td><td>${text(r.description)}</td><td>${media ? `${typeOf((media as Json).schema)}${type !== "application/json" ? ` (${esc(type)})` : ""}` : ""}</td></tr>`;
-  }).join("")}</table>
+<h4>Responses</h4><table><tr><th>status</th><th>meaning</th><th>body</th></tr>${Object.entries<Json>(op.responses ?? {})
+    .map(([status, r]: [string, Json]) => {
+      const [type, media] = Object.entries(r.content ?? {})[0] ?? [];
+      return `<tr><td>${esc(status)}</td><td>${text(r.description)}</td><td>${media ? `${typeOf((media as Json).schema)}${type !== "application/json" ? ` (${esc(type)})` : ""}` : ""}</td></tr>`;
+    })
+    .join("")}</table>
 </section>`;
 }
 
@@ -98,8 +108,20 @@ export function renderDocsPage(doc: Json): string {
   }
   const tags = [...new Set(ops.map((o) => o.tag))];
   const resolve: Resolve = (ref) => doc.components?.schemas?.[refName(ref)];
-  const toc = tags.map((t) => `<li>${esc(t)}<ul>${ops.filter((o) => o.tag === t).map((o) => `<li><a href="#${esc(o.op.operationId)}"><code>${esc(o.method.toUpperCase())} ${esc(o.path)}</code></a> ${text(o.op.summary)}</li>`).join("")}</ul></li>`).join("");
-  const schemas = Object.entries((doc.components?.schemas ?? {}) as Json).map(([name, s]) => `<section class="schema" id="schema-${esc(name)}"><h3>${esc(name)}</h3><p>${text(description(s))}</p>${schemaBlock(s, resolve)}</section>`).join("\n");
+  const toc = tags
+    .map(
+      (t) =>
+        `<li>${esc(t)}<ul>${ops
+          .filter((o) => o.tag === t)
+          .map((o) => `<li><a href="#${esc(o.op.operationId)}"><code>${esc(o.method.toUpperCase())} ${esc(o.path)}</code></a> ${text(o.op.summary)}</li>`)
+          .join("")}</ul></li>`,
+    )
+    .join("");
+  const schemas = Object.entries((doc.components?.schemas ?? {}) as Json)
+    .map(
+      ([name, s]) => `<section class="schema" id="schema-${esc(name)}"><h3>${esc(name)}</h3><p>${text(description(s))}</p>${schemaBlock(s, resolve)}</section>`,
+    )
+    .join("\n");
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${esc(doc.info.title)} ${esc(doc.info.version)} — API reference</title>
@@ -116,7 +138,15 @@ th{background:#fafafa}.op,.schema{border-top:1px solid #ccc;padding-top:.5rem;ma
 <p>${text(doc.info.description)}</p>
 <p>Send <code>Authorization: Bearer &lt;token&gt;</code> except where a route says <span class="open">no token</span>. ${text(doc.components?.securitySchemes?.bearer?.description)} Errors have one shape: ${refLink("#/components/schemas/Error")}. The machine-readable document: <a href="openapi.json"><code>/openapi.json</code></a> (OpenAPI ${esc(doc.openapi)}).</p>
 <h2>Routes</h2><ul>${toc}</ul>
-${tags.map((t) => `<h2>${esc(t)}</h2>${ops.filter((o) => o.tag === t).map((o) => operation(o.method, o.path, o.op, resolve)).join("\n")}`).join("\n")}
+${tags
+  .map(
+    (t) =>
+      `<h2>${esc(t)}</h2>${ops
+        .filter((o) => o.tag === t)
+        .map((o) => operation(o.method, o.path, o.op, resolve))
+        .join("\n")}`,
+  )
+  .join("\n")}
 <h2>Schemas</h2>
 ${schemas}
 </body></html>

@@ -82,11 +82,16 @@ function operation(doc: RouteDoc): Json {
   if (params.length) op.parameters = params;
   if (doc.body) op.requestBody = { required: !doc.bodyOptional, content: { "application/json": { schema: convert(doc.body) } } };
   op.responses = Object.fromEntries(
-    Object.entries(doc.responses).sort(([a], [b]) => Number(a) - Number(b)).map(([status, r]) => [status, {
-      description: r.description,
-      ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([h, d]) => [h, { description: d, schema: { type: "string" } }])) } : {}),
-      ...(r.schema ? { content: { [r.contentType ?? "application/json"]: { schema: schemaOf(r.schema) } } } : {}),
-    }]),
+    Object.entries(doc.responses)
+      .sort(([a], [b]) => Number(a) - Number(b))
+      .map(([status, r]) => [
+        status,
+        {
+          description: r.description,
+          ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([h, d]) => [h, { description: d, schema: { type: "string" } }])) } : {}),
+          ...(r.schema ? { content: { [r.contentType ?? "application/json"]: { schema: schemaOf(r.schema) } } } : {}),
+        },
+      ]),
   );
   // Routes without a token override the document-wide bearer requirement.
   if (doc.auth === "none") op.security = [];
@@ -107,7 +112,8 @@ export function buildOpenApi(version: string, docs: RouteDoc[] = ROUTE_DOCS): Js
     info: {
       title: "scheduler",
       version,
-      description: "Durable, distributed scheduler for HTTP webhook jobs. Durations: \"250ms\", \"30s\", \"5m\", \"2h\", \"1d\" or integer milliseconds; instants: RFC 3339 with an offset or Z; fields are snake_case.",
+      description:
+        'Durable, distributed scheduler for HTTP webhook jobs. Durations: "250ms", "30s", "5m", "2h", "1d" or integer milliseconds; instants: RFC 3339 with an offset or Z; fields are snake_case.',
     },
     jsonSchemaDialect: "https://spec.openapis.org/oas/3.1/dialect/base",
     security: [{ bearer: [] }],
@@ -115,7 +121,11 @@ export function buildOpenApi(version: string, docs: RouteDoc[] = ROUTE_DOCS): Js
     paths,
     components: {
       securitySchemes: {
-        bearer: { type: "http", scheme: "bearer", description: "A token from SCHEDULER_TOKENS (token:tenant:scope,scope;…). With none configured, the API serves loopback clients without a token." },
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          description: "A token from SCHEDULER_TOKENS (token:tenant:scope,scope;…). With none configured, the API serves loopback clients without a token.",
+        },
       },
       schemas: Object.fromEntries(Object.entries(toJsonSchemaDefs(COMPONENTS, componentConversion)).map(([k, s]) => [k, clean(s)])),
     },

@@ -74,14 +74,18 @@ const jv = {
     const id = state.job.id;
     const force = form.querySelector(".replay-force")?.checked ?? false;
     try {
-      const job = kind === "cancel"
-        ? await call("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`, reason ? { reason } : {})
-        : await call("POST", `/v1/dlq/${encodeURIComponent(id)}/replay`, { reason, ...(force ? { force } : {}) });
+      const job =
+        kind === "cancel"
+          ? await call("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`, reason ? { reason } : {})
+          : await call("POST", `/v1/dlq/${encodeURIComponent(id)}/replay`, { reason, ...(force ? { force } : {}) });
       jv.open = null;
       jv.error = null;
-      jv.message = kind === "cancel"
-        ? (job.status === "running" ? "cancel requested: the call is being aborted; the job ends cancelled when its worker stops" : `cancelled (${job.status})`)
-        : `replayed: now ${job.status}`;
+      jv.message =
+        kind === "cancel"
+          ? job.status === "running"
+            ? "cancel requested: the call is being aborted; the job ends cancelled when its worker stops"
+            : `cancelled (${job.status})`
+          : `replayed: now ${job.status}`;
       await refresh();
     } catch (err) {
       jv.error = String(err);
@@ -97,9 +101,12 @@ function showErrors(errors) {
     return;
   }
   const e = errors.find((x) => x.auth) ?? errors[0];
-  const hint = e.status === 401
-    ? "Paste a valid token above (SCHEDULER_TOKENS)."
-    : e.status === 403 ? "This token may not read this; it needs the jobs:read scope (admin to replay)." : "";
+  const hint =
+    e.status === 401
+      ? "Paste a valid token above (SCHEDULER_TOKENS)."
+      : e.status === 403
+        ? "This token may not read this; it needs the jobs:read scope (admin to replay)."
+        : "";
   fill("auth-error", h("b", {}, String(e)), " ", hint);
   banner.hidden = false;
 }

@@ -22,8 +22,12 @@ const hhmmss = (iso) => new Date(iso).toLocaleTimeString("en-GB");
  * Lines over time. series: [{ name, cls, values }], all as long as times (ISO instants).
  */
 export function lineChart(times, series, { width = 520, height = 180 } = {}) {
-  const L = 44, R = 8, T = 8, B = 22;
-  const w = width - L - R, hgt = height - T - B;
+  const L = 44,
+    R = 8,
+    T = 8,
+    B = 22;
+  const w = width - L - R,
+    hgt = height - T - B;
   const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, class: "line-chart", role: "img" });
   const top = niceMax(Math.max(0, ...series.flatMap((x) => x.values)));
   const x = (i) => L + (times.length < 2 ? w : (i / (times.length - 1)) * w);
@@ -61,7 +65,8 @@ export function legend(series) {
 
 /** Horizontal bars: [{ label, value, cls }], longest bar = largest value. */
 export function barChart(items, { width = 520, row = 22 } = {}) {
-  const L = 110, R = 60;
+  const L = 110,
+    R = 60;
   const height = Math.max(1, items.length) * row + 4;
   const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, class: "bar-chart", role: "img" });
   const top = Math.max(1, ...items.map((i) => i.value));
@@ -79,8 +84,12 @@ export function barChart(items, { width = 520, row = 22 } = {}) {
 
 /** Columns for a histogram: [{ label, value }] left to right. */
 export function columnChart(items, { width = 520, height = 170 } = {}) {
-  const L = 36, R = 4, T = 18, B = 34;
-  const w = width - L - R, hgt = height - T - B;
+  const L = 36,
+    R = 4,
+    T = 18,
+    B = 34;
+  const w = width - L - R,
+    hgt = height - T - B;
   const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, class: "column-chart", role: "img" });
   const top = niceMax(Math.max(0, ...items.map((i) => i.value)));
   const slot = w / Math.max(1, items.length);
@@ -90,10 +99,18 @@ export function columnChart(items, { width = 520, height = 170 } = {}) {
   items.forEach((it, i) => {
     const bh = (it.value / top) * hgt;
     const x0 = L + i * slot;
-    const bar = s("rect", { x: (x0 + 2).toFixed(1), y: (T + hgt - bh).toFixed(1), width: (slot - 4).toFixed(1), height: bh.toFixed(1), rx: 2, class: "bar lag" });
+    const bar = s("rect", {
+      x: (x0 + 2).toFixed(1),
+      y: (T + hgt - bh).toFixed(1),
+      width: (slot - 4).toFixed(1),
+      height: bh.toFixed(1),
+      rx: 2,
+      class: "bar lag",
+    });
     bar.append(s("title", {}, `${it.label}: ${it.value}`));
     svg.append(bar);
-    if (it.value > 0) svg.append(s("text", { x: x0 + slot / 2, y: T + hgt - bh - 3, class: "value", "text-anchor": "middle" }, it.value.toLocaleString("en-US")));
+    if (it.value > 0)
+      svg.append(s("text", { x: x0 + slot / 2, y: T + hgt - bh - 3, class: "value", "text-anchor": "middle" }, it.value.toLocaleString("en-US")));
     svg.append(s("text", { x: x0 + slot / 2, y: T + hgt + 13 + (i % 2) * 11, class: "axis", "text-anchor": "middle" }, it.label));
   });
   return svg;

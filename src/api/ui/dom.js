@@ -25,7 +25,20 @@ export function fill(id, ...children) {
 
 export function table(headers, rows, empty) {
   if (rows.length === 0) return h("p", { class: "muted" }, empty);
-  return h("table", {}, h("thead", {}, h("tr", {}, headers.map((x) => h("th", {}, x)))), h("tbody", {}, rows));
+  return h(
+    "table",
+    {},
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        headers.map((x) => h("th", {}, x)),
+      ),
+    ),
+    h("tbody", {}, rows),
+  );
 }
 
 export const num = (x) => Number(x ?? 0).toLocaleString("en-US");

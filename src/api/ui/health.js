@@ -19,8 +19,13 @@ export function verdict(s, nowMs = Date.parse(s.at)) {
   else if (c.role === "home" && (!c.leader || Date.parse(c.lease_until) < nowMs)) {
     out.push("no dispatch leader holds the lease: nothing is being dispatched; start a dispatcher (--mode=dispatcher or all)");
   }
-  if (s.overdue > 0) out.push(`${n(s.overdue)} job(s) due more than ${s.overdue_after_seconds} s ago and not dispatched: dispatchers are down or too few (see scheduler_scheduling_lag_seconds)`);
-  if (s.queue_depth > 0 && (s.jobs.running ?? 0) === 0 && s.oldest_due_age_seconds > 10) out.push("jobs wait in the queue and none run: are any workers up in the home region?");
-  if (s.dlq.jobs > 0) out.push(`${n(s.dlq.jobs)} dead job(s), the oldest died ${duration(s.dlq.oldest_age_seconds)} ago: GET /v1/dlq, replay with POST /v1/dlq/:id/replay`);
+  if (s.overdue > 0)
+    out.push(
+      `${n(s.overdue)} job(s) due more than ${s.overdue_after_seconds} s ago and not dispatched: dispatchers are down or too few (see scheduler_scheduling_lag_seconds)`,
+    );
+  if (s.queue_depth > 0 && (s.jobs.running ?? 0) === 0 && s.oldest_due_age_seconds > 10)
+    out.push("jobs wait in the queue and none run: are any workers up in the home region?");
+  if (s.dlq.jobs > 0)
+    out.push(`${n(s.dlq.jobs)} dead job(s), the oldest died ${duration(s.dlq.oldest_age_seconds)} ago: GET /v1/dlq, replay with POST /v1/dlq/:id/replay`);
   return out;
 }

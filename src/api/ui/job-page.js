@@ -13,16 +13,27 @@ const took = (x) => (x === null ? "—" : duration(x / 1000));
 /** The attempt's flags: what the outcome alone does not say. */
 function flags(a) {
   const out = [];
-  if (a.possibly_delivered) out.push(h("span", { class: "badge flag-possibly", title: "no answer after the request was sent: the target may have acted on it" }, "possibly delivered"));
-  if (a.verified === true) out.push(h("span", { class: "badge flag-verified", title: "the target's verify endpoint said it processed the call: no second call" }, "verified"));
-  if (a.late_outcome) out.push(h("span", { class: "badge", title: `reported later, ${a.late_at ?? ""}` }, `late: ${a.late_outcome}${a.late_http_status ? ` ${a.late_http_status}` : ""}`));
+  if (a.possibly_delivered)
+    out.push(h("span", { class: "badge flag-possibly", title: "no answer after the request was sent: the target may have acted on it" }, "possibly delivered"));
+  if (a.verified === true)
+    out.push(h("span", { class: "badge flag-verified", title: "the target's verify endpoint said it processed the call: no second call" }, "verified"));
+  if (a.late_outcome)
+    out.push(
+      h(
+        "span",
+        { class: "badge", title: `reported later, ${a.late_at ?? ""}` },
+        `late: ${a.late_outcome}${a.late_http_status ? ` ${a.late_http_status}` : ""}`,
+      ),
+    );
   return out;
 }
 
 function attemptRows(log) {
   return log.map((a, i) => {
     const prev = i > 0 ? log[i - 1] : null;
-    return h("tr", { "data-attempt": a.number, "data-outcome": a.outcome },
+    return h(
+      "tr",
+      { "data-attempt": a.number, "data-outcome": a.outcome },
       h("td", { class: "num" }, a.number),
       h("td", {}, h("code", { title: a.attempt_id }, a.attempt_id.slice(-12))),
       h("td", {}, when(a.started_at)),
@@ -40,12 +51,28 @@ function attemptRows(log) {
 
 /** An inline form: why (for the audit log), a confirm button, and a way out. */
 function actionForm(kind, label, ui, extra) {
-  const input = h("input", { class: "action-reason", placeholder: kind === "cancel" ? "why (optional, kept in the audit log)" : "why (kept in the audit log)", size: 40, required: kind !== "cancel" });
+  const input = h("input", {
+    class: "action-reason",
+    placeholder: kind === "cancel" ? "why (optional, kept in the audit log)" : "why (kept in the audit log)",
+    size: 40,
+    required: kind !== "cancel",
+  });
   queueMicrotask(() => input.focus());
-  return h("form", { class: "inline", "data-action": kind, onsubmit: (e) => { e.preventDefault(); ui.onAction(kind, input.value.trim(), e.target); } },
-    input, extra,
+  return h(
+    "form",
+    {
+      class: "inline",
+      "data-action": kind,
+      onsubmit: (e) => {
+        e.preventDefault();
+        ui.onAction(kind, input.value.trim(), e.target);
+      },
+    },
+    input,
+    extra,
     h("button", { type: "submit", class: "action-confirm" }, label),
-    h("button", { type: "button", onclick: () => ui.onOpen(null) }, "Close"));
+    h("button", { type: "button", onclick: () => ui.onOpen(null) }, "Close"),
+  );
 }
 
 /**
@@ -54,22 +81,42 @@ function actionForm(kind, label, ui, extra) {
  */
 export function renderJobPage(job, ui) {
   fill("job-id", job.id);
-  fill("job-status", badge(job.status), job.cancel_requested && job.status === "running" ? h("span", { class: "badge s-cancelled" }, "cancel requested") : null);
+  fill(
+    "job-status",
+    badge(job.status),
+    job.cancel_requested && job.status === "running" ? h("span", { class: "badge s-cancelled" }, "cancel requested") : null,
+  );
   const buttons = [];
-  if (LIVE.includes(job.status) && !job.cancel_requested) buttons.push(h("button", { type: "button", class: "open-cancel", onclick: () => ui.onOpen("cancel") }, "Cancel job…"));
+  if (LIVE.includes(job.status) && !job.cancel_requested)
+    buttons.push(h("button", { type: "button", class: "open-cancel", onclick: () => ui.onOpen("cancel") }, "Cancel job…"));
   if (job.status === "dead") buttons.push(h("button", { type: "button", class: "open-replay", onclick: () => ui.onOpen("replay") }, "Replay…"));
-  fill("job-actions",
+  fill(
+    "job-actions",
     h("div", { class: "inline" }, buttons),
     ui.open === "cancel" ? actionForm("cancel", job.status === "running" ? "Cancel now (aborts the call)" : "Cancel now", ui) : null,
-    ui.open === "replay" ? actionForm("replay", "Replay now", ui, h("label", {}, h("input", { type: "checkbox", class: "replay-force" }), " force (if quarantined)")) : null,
+    ui.open === "replay"
+      ? actionForm("replay", "Replay now", ui, h("label", {}, h("input", { type: "checkbox", class: "replay-force" }), " force (if quarantined)"))
+      : null,
     ui.error ? h("p", { class: "error action-error" }, ui.error) : null,
     ui.message ? h("p", { class: "ok action-done" }, ui.message) : null,
   );
   const row = (k, v) => [h("dt", {}, k), h("dd", {}, v)];
   const t = job.target;
-  fill("job-fields",
+  fill(
+    "job-fields",
     row("tenant", h("a", { href: overviewHref({ tenant: job.tenant }) }, job.tenant)),
-    job.schedule_id ? row("schedule", h("span", {}, h("a", { href: overviewHref({ schedule_id: job.schedule_id, tenant: job.tenant }) }, job.schedule_id), " occurrence of ", when(job.nominal_time))) : null,
+    job.schedule_id
+      ? row(
+          "schedule",
+          h(
+            "span",
+            {},
+            h("a", { href: overviewHref({ schedule_id: job.schedule_id, tenant: job.tenant }) }, job.schedule_id),
+            " occurrence of ",
+            when(job.nominal_time),
+          ),
+        )
+      : null,
     row("target", h("code", { class: "url" }, `${t.method} ${t.url}`)),
     row("due", when(job.due_at)),
     row("calls", `${num(job.attempts)} (at most ${num(job.retry.max_attempts)} tries; backoff ${job.retry.base} … ${job.retry.max}; timeout ${job.timeout})`),
@@ -83,9 +130,14 @@ export function renderJobPage(job, ui) {
     row("updated", when(job.updated_at)),
     row("finished", when(job.finished_at)),
   );
-  fill("attempts-table", table(
-    ["#", "attempt", "started", "took", "after previous", "outcome", "HTTP", "fencing token", "worker", "flags", "error"],
-    attemptRows(job.attempt_log ?? []), "no calls yet"));
+  fill(
+    "attempts-table",
+    table(
+      ["#", "attempt", "started", "took", "after previous", "outcome", "HTTP", "fencing token", "worker", "flags", "error"],
+      attemptRows(job.attempt_log ?? []),
+      "no calls yet",
+    ),
+  );
 }
 
 /** The job could not be read: say why in place of its page. */

@@ -10,7 +10,8 @@ const OUTCOMES = ["success", "throttled", "transient", "unknown", "permanent"];
 export function renderHealth(s) {
   const v = verdict(s);
   fill("verdict", v.length === 0 ? h("li", { class: "ok" }, "OK — nothing needs attention") : v.map((w) => h("li", { class: "warn" }, w)));
-  fill("job-counts",
+  fill(
+    "job-counts",
     STATUSES.map((st) => h("div", { class: "count" }, h("b", { "data-status": st }, num(s.jobs[st])), badge(st))),
     h("div", { class: "count" }, h("b", {}, num(s.due_backlog)), h("span", {}, "due backlog")),
     h("div", { class: "count" }, h("b", {}, num(s.overdue)), h("span", {}, `overdue > ${s.overdue_after_seconds} s`)),
@@ -21,7 +22,8 @@ export function renderHealth(s) {
 export function renderCluster(c) {
   if (!c) return fill("cluster", h("p", { class: "muted" }, "no region authority yet"));
   const row = (k, v) => [h("dt", {}, k), h("dd", {}, v)];
-  fill("cluster",
+  fill(
+    "cluster",
     row("region", h("span", {}, c.region, " ", h("span", { class: `badge role-${c.role}` }, c.role))),
     row("home region", c.home_region),
     row("generation", num(c.generation)),
@@ -44,7 +46,14 @@ export function renderBacklog(history, scoped) {
     { name: "queue depth", cls: "c-queue", values: history.map((x) => x.queue_depth) },
     { name: "running", cls: "c-running", values: history.map((x) => x.running) },
   ];
-  fill("backlog-chart", lineChart(history.map((x) => x.at), series), legend(series));
+  fill(
+    "backlog-chart",
+    lineChart(
+      history.map((x) => x.at),
+      series,
+    ),
+    legend(series),
+  );
 }
 
 export function renderThroughput(recent) {
@@ -57,8 +66,14 @@ const bound = (s) => (s < 1 ? `${Math.round(s * 1000)}ms` : s < 60 ? `${s}s` : `
 
 export function renderLag(recent) {
   const l = recent.start_lag;
-  fill("lag-figures",
-    [["p50", l.p50], ["p90", l.p90], ["p99", l.p99], ["max", l.max]].map(([k, v]) => h("div", { class: "count" }, h("b", { "data-lag": k }, duration(v)), h("span", {}, k))),
+  fill(
+    "lag-figures",
+    [
+      ["p50", l.p50],
+      ["p90", l.p90],
+      ["p99", l.p99],
+      ["max", l.max],
+    ].map(([k, v]) => h("div", { class: "count" }, h("b", { "data-lag": k }, duration(v)), h("span", {}, k))),
     h("div", { class: "count" }, h("b", {}, num(l.count)), h("span", {}, "first calls")),
   );
   const hist = recent.lag_histogram;
@@ -74,19 +89,38 @@ export function renderTenants(list, scoped) {
 /** The job list; page: { cursor, next } (this page's cursor, the API's next_cursor). */
 export function renderJobs(items, filters, page) {
   const filtered = Object.keys(filters).length > 0;
-  const pager = page.cursor || page.next
-    ? h("p", { class: "pager" },
-      page.cursor ? h("a", { href: overviewHref(filters), class: "newest" }, "← newest") : null, " ",
-      page.next ? h("a", { href: overviewHref(filters, page.next), class: "older" }, "older →") : null)
-    : null;
-  fill("jobs-table", table(["job", "tenant", "schedule", "status", "due", "calls", "target", "last error"], items.map((j) =>
-    h("tr", { "data-job": j.id },
-      h("td", {}, h("a", { href: jobHref(j.id), class: "job-link" }, shortId(j.id))),
-      h("td", {}, h("a", { href: overviewHref({ ...filters, tenant: j.tenant }) }, j.tenant)),
-      h("td", {}, j.schedule_id ? h("a", { href: overviewHref({ ...filters, schedule_id: j.schedule_id, tenant: j.tenant }) }, j.schedule_id) : ""),
-      h("td", {}, badge(j.status)), h("td", {}, when(j.due_at)),
-      h("td", { class: "num" }, j.attempts), h("td", { class: "url" }, `${j.target.method} ${j.target.url}`), h("td", { class: "err" }, j.last_error ?? ""),
-    )), filtered ? "no jobs match these filters" : "no jobs yet"), pager);
+  const pager =
+    page.cursor || page.next
+      ? h(
+          "p",
+          { class: "pager" },
+          page.cursor ? h("a", { href: overviewHref(filters), class: "newest" }, "← newest") : null,
+          " ",
+          page.next ? h("a", { href: overviewHref(filters, page.next), class: "older" }, "older →") : null,
+        )
+      : null;
+  fill(
+    "jobs-table",
+    table(
+      ["job", "tenant", "schedule", "status", "due", "calls", "target", "last error"],
+      items.map((j) =>
+        h(
+          "tr",
+          { "data-job": j.id },
+          h("td", {}, h("a", { href: jobHref(j.id), class: "job-link" }, shortId(j.id))),
+          h("td", {}, h("a", { href: overviewHref({ ...filters, tenant: j.tenant }) }, j.tenant)),
+          h("td", {}, j.schedule_id ? h("a", { href: overviewHref({ ...filters, schedule_id: j.schedule_id, tenant: j.tenant }) }, j.schedule_id) : ""),
+          h("td", {}, badge(j.status)),
+          h("td", {}, when(j.due_at)),
+          h("td", { class: "num" }, j.attempts),
+          h("td", { class: "url" }, `${j.target.method} ${j.target.url}`),
+          h("td", { class: "err" }, j.last_error ?? ""),
+        ),
+      ),
+      filtered ? "no jobs match these filters" : "no jobs yet",
+    ),
+    pager,
+  );
 }
 
 /**
@@ -96,20 +130,40 @@ export function renderJobs(items, filters, page) {
  */
 export function renderDlq(items, ui) {
   const rows = items.flatMap((j) => {
-    const row = h("tr", { "data-dead": j.id },
-      h("td", {}, h("a", { href: jobHref(j.id) }, shortId(j.id))), h("td", {}, j.tenant), h("td", { class: "err" }, j.reason ?? "", j.failure_signature ? h("div", { class: "muted" }, j.failure_signature, j.same_failure_count > 1 ? ` ×${j.same_failure_count}` : "") : null),
-      h("td", { class: "err" }, j.last_error ?? ""), h("td", {}, when(j.dead_at)),
-      h("td", { class: "num" }, j.replays), h("td", {}, j.quarantined ? h("span", { class: "badge s-dead" }, "quarantined") : "no"),
+    const row = h(
+      "tr",
+      { "data-dead": j.id },
+      h("td", {}, h("a", { href: jobHref(j.id) }, shortId(j.id))),
+      h("td", {}, j.tenant),
+      h(
+        "td",
+        { class: "err" },
+        j.reason ?? "",
+        j.failure_signature ? h("div", { class: "muted" }, j.failure_signature, j.same_failure_count > 1 ? ` ×${j.same_failure_count}` : "") : null,
+      ),
+      h("td", { class: "err" }, j.last_error ?? ""),
+      h("td", {}, when(j.dead_at)),
+      h("td", { class: "num" }, j.replays),
+      h("td", {}, j.quarantined ? h("span", { class: "badge s-dead" }, "quarantined") : "no"),
       h("td", {}, h("button", { type: "button", class: "replay", onclick: () => ui.onOpen(j.id) }, "Replay…")),
     );
     const out = [row];
     if (ui.replaying === j.id) {
       const input = h("input", { class: "replay-reason", placeholder: "why (kept in the audit log)", size: 40, required: true });
-      const form = h("form", { class: "inline", onsubmit: (e) => { e.preventDefault(); ui.onReplay(j, input.value); } },
+      const form = h(
+        "form",
+        {
+          class: "inline",
+          onsubmit: (e) => {
+            e.preventDefault();
+            ui.onReplay(j, input.value);
+          },
+        },
         input,
         j.quarantined ? h("label", {}, h("input", { type: "checkbox", class: "replay-force" }), " force (quarantined)") : null,
         h("button", { type: "submit", class: "replay-confirm" }, "Replay now"),
-        h("button", { type: "button", onclick: () => ui.onOpen(null) }, "Cancel"));
+        h("button", { type: "button", onclick: () => ui.onOpen(null) }, "Cancel"),
+      );
       out.push(h("tr", { class: "form-row" }, h("td", { colspan: 8 }, form)));
       queueMicrotask(() => input.focus());
     }
@@ -130,31 +184,70 @@ export function renderSchedules(items, v) {
     const action = sc.paused
       ? h("button", { type: "button", class: "resume", onclick: () => v.onResume(sc) }, "Resume")
       : h("button", { type: "button", class: "pause", onclick: () => v.onPauseOpen(key) }, "Pause…");
-    const out = [h("tr", { "data-schedule": sc.id, "data-tenant": sc.tenant },
-      h("td", {}, h("code", {}, sc.id)), h("td", {}, sc.tenant), h("td", {}, h("code", {}, sc.cron)), h("td", {}, sc.timezone),
-      h("td", { class: "state" }, sc.paused ? h("span", { class: "badge s-cancelled", title: sc.paused_reason ?? "" }, "paused") : "active",
-        sc.paused && sc.paused_reason ? h("div", { class: "muted paused-reason" }, sc.paused_reason) : null),
-      h("td", {}, sc.next_fire_local ?? "—"),
-      h("td", { class: "actions" },
-        h("a", { href: overviewHref({ schedule_id: sc.id, tenant: sc.tenant }), class: "schedule-jobs" }, "jobs"), " ",
-        h("button", { type: "button", class: "preview", onclick: () => v.onPreview(sc) }, v.previews[key] ? "Hide" : "Preview"), " ",
-        action),
-    )];
+    const out = [
+      h(
+        "tr",
+        { "data-schedule": sc.id, "data-tenant": sc.tenant },
+        h("td", {}, h("code", {}, sc.id)),
+        h("td", {}, sc.tenant),
+        h("td", {}, h("code", {}, sc.cron)),
+        h("td", {}, sc.timezone),
+        h(
+          "td",
+          { class: "state" },
+          sc.paused ? h("span", { class: "badge s-cancelled", title: sc.paused_reason ?? "" }, "paused") : "active",
+          sc.paused && sc.paused_reason ? h("div", { class: "muted paused-reason" }, sc.paused_reason) : null,
+        ),
+        h("td", {}, sc.next_fire_local ?? "—"),
+        h(
+          "td",
+          { class: "actions" },
+          h("a", { href: overviewHref({ schedule_id: sc.id, tenant: sc.tenant }), class: "schedule-jobs" }, "jobs"),
+          " ",
+          h("button", { type: "button", class: "preview", onclick: () => v.onPreview(sc) }, v.previews[key] ? "Hide" : "Preview"),
+          " ",
+          action,
+        ),
+      ),
+    ];
     if (v.pausing === key) {
       const input = h("input", { class: "pause-reason", placeholder: "why (optional; shown as the pause reason)", size: 40 });
       queueMicrotask(() => input.focus());
-      out.push(h("tr", { class: "form-row" }, h("td", { colspan: 7 },
-        h("form", { class: "inline", onsubmit: (e) => { e.preventDefault(); v.onPause(sc, input.value.trim()); } },
-          input,
-          h("button", { type: "submit", class: "pause-confirm" }, "Pause now"),
-          h("button", { type: "button", onclick: () => v.onPauseOpen(null) }, "Close")))));
+      out.push(
+        h(
+          "tr",
+          { class: "form-row" },
+          h(
+            "td",
+            { colspan: 7 },
+            h(
+              "form",
+              {
+                class: "inline",
+                onsubmit: (e) => {
+                  e.preventDefault();
+                  v.onPause(sc, input.value.trim());
+                },
+              },
+              input,
+              h("button", { type: "submit", class: "pause-confirm" }, "Pause now"),
+              h("button", { type: "button", onclick: () => v.onPauseOpen(null) }, "Close"),
+            ),
+          ),
+        ),
+      );
     }
     if (v.errors[key]) out.push(h("tr", { class: "form-row" }, h("td", { colspan: 7, class: "error schedule-error" }, v.errors[key])));
     const p = v.previews[key];
     if (p) {
-      const body = typeof p === "string"
-        ? h("p", { class: "error" }, p)
-        : h("ol", { class: "preview-list" }, p.map((x) => h("li", {}, h("code", { class: "local" }, x.local), h("span", { class: "muted" }, ` ${x.at}`))));
+      const body =
+        typeof p === "string"
+          ? h("p", { class: "error" }, p)
+          : h(
+              "ol",
+              { class: "preview-list" },
+              p.map((x) => h("li", {}, h("code", { class: "local" }, x.local), h("span", { class: "muted" }, ` ${x.at}`))),
+            );
       out.push(h("tr", { class: "form-row" }, h("td", { colspan: 7 }, body)));
     }
     return out;

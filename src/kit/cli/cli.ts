@@ -17,13 +17,36 @@ export interface CliIo {
 class UsageError extends Error {}
 
 const OPTIONS = {
-  url: { type: "string" }, token: { type: "string" }, output: { type: "string", short: "o" }, help: { type: "boolean", short: "h" },
-  file: { type: "string", short: "f" }, target: { type: "string" }, method: { type: "string" }, body: { type: "string" },
-  "body-text": { type: "string" }, header: { type: "string", multiple: true }, delay: { type: "string" }, "run-at": { type: "string" },
-  key: { type: "string" }, "verify-url": { type: "string" }, "max-attempts": { type: "string" }, timeout: { type: "string" },
-  tenant: { type: "string" }, status: { type: "string" }, schedule: { type: "string" }, limit: { type: "string" }, all: { type: "boolean" },
-  reason: { type: "string" }, id: { type: "string" }, cron: { type: "string" }, timezone: { type: "string" }, overlap: { type: "string" },
-  misfire: { type: "string" }, paused: { type: "boolean" }, count: { type: "string" }, force: { type: "boolean" },
+  url: { type: "string" },
+  token: { type: "string" },
+  output: { type: "string", short: "o" },
+  help: { type: "boolean", short: "h" },
+  file: { type: "string", short: "f" },
+  target: { type: "string" },
+  method: { type: "string" },
+  body: { type: "string" },
+  "body-text": { type: "string" },
+  header: { type: "string", multiple: true },
+  delay: { type: "string" },
+  "run-at": { type: "string" },
+  key: { type: "string" },
+  "verify-url": { type: "string" },
+  "max-attempts": { type: "string" },
+  timeout: { type: "string" },
+  tenant: { type: "string" },
+  status: { type: "string" },
+  schedule: { type: "string" },
+  limit: { type: "string" },
+  all: { type: "boolean" },
+  reason: { type: "string" },
+  id: { type: "string" },
+  cron: { type: "string" },
+  timezone: { type: "string" },
+  overlap: { type: "string" },
+  misfire: { type: "string" },
+  paused: { type: "boolean" },
+  count: { type: "string" },
+  force: { type: "boolean" },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>["values"];
@@ -106,9 +129,12 @@ const parseJson = (s: string, flag: string): unknown => {
 };
 async function fromFile(ctx: Ctx): Promise<unknown> {
   const f = ctx.v.file!;
-  const textIn = f === "-" ? await ctx.io.readStdin() : await readFile(f, "utf8").catch(() => {
-    throw new UsageError(`cannot read ${f}`);
-  });
+  const textIn =
+    f === "-"
+      ? await ctx.io.readStdin()
+      : await readFile(f, "utf8").catch(() => {
+          throw new UsageError(`cannot read ${f}`);
+        });
   return parseJson(textIn, `-f ${f}`);
 }
 function target(v: Values) {
@@ -133,16 +159,27 @@ type Schedule = Awaited<ReturnType<SchedulerClient["schedules"]["get"]>>;
 type Dead = Awaited<ReturnType<SchedulerClient["dlq"]["list"]>>["items"][number];
 
 const JOB_COLUMNS: Column<Job>[] = [
-  { head: "ID", cell: (j) => j.id }, { head: "STATUS", cell: (j) => j.status }, { head: "DUE", cell: (j) => j.due_at },
-  { head: "ATTEMPTS", cell: (j) => j.attempts }, { head: "SCHEDULE", cell: (j) => j.schedule_id }, { head: "TARGET", cell: (j) => `${j.target.method} ${j.target.url}` },
+  { head: "ID", cell: (j) => j.id },
+  { head: "STATUS", cell: (j) => j.status },
+  { head: "DUE", cell: (j) => j.due_at },
+  { head: "ATTEMPTS", cell: (j) => j.attempts },
+  { head: "SCHEDULE", cell: (j) => j.schedule_id },
+  { head: "TARGET", cell: (j) => `${j.target.method} ${j.target.url}` },
 ];
 const SCHEDULE_COLUMNS: Column<Schedule>[] = [
-  { head: "ID", cell: (s) => s.id }, { head: "CRON", cell: (s) => s.cron }, { head: "TIMEZONE", cell: (s) => s.timezone },
-  { head: "NEXT FIRE", cell: (s) => s.next_fire_local ?? s.next_fire_at }, { head: "PAUSED", cell: (s) => (s.paused ? "yes" : "no") }, { head: "TARGET", cell: (s) => s.target.url },
+  { head: "ID", cell: (s) => s.id },
+  { head: "CRON", cell: (s) => s.cron },
+  { head: "TIMEZONE", cell: (s) => s.timezone },
+  { head: "NEXT FIRE", cell: (s) => s.next_fire_local ?? s.next_fire_at },
+  { head: "PAUSED", cell: (s) => (s.paused ? "yes" : "no") },
+  { head: "TARGET", cell: (s) => s.target.url },
 ];
 const DEAD_COLUMNS: Column<Dead>[] = [
-  { head: "ID", cell: (d) => d.id }, { head: "REASON", cell: (d) => d.dead_reason }, { head: "DEAD AT", cell: (d) => d.dead_at },
-  { head: "REPLAYS", cell: (d) => d.replays }, { head: "ERROR", cell: (d) => d.last_error },
+  { head: "ID", cell: (d) => d.id },
+  { head: "REASON", cell: (d) => d.dead_reason },
+  { head: "DEAD AT", cell: (d) => d.dead_at },
+  { head: "REPLAYS", cell: (d) => d.replays },
+  { head: "ERROR", cell: (d) => d.last_error },
 ];
 
 /** A job in a table: its fields, then its attempt log as a table of its own. */
@@ -150,11 +187,18 @@ function jobDetails(j: Job): string {
   const { attempt_log, target: t, ...rest } = j;
   let s = details({ ...rest, target: `${t.method} ${t.url}` });
   if (attempt_log?.length) {
-    s += "\n" + table(attempt_log, [
-      { head: "#", cell: (a) => a.number }, { head: "OUTCOME", cell: (a) => a.outcome }, { head: "HTTP", cell: (a) => a.http_status },
-      { head: "STARTED", cell: (a) => a.started_at }, { head: "POSSIBLY DELIVERED", cell: (a) => (a.possibly_delivered ? "yes" : "no") },
-      { head: "VERIFIED", cell: (a) => (a.verified ? "yes" : "no") }, { head: "TOKEN", cell: (a) => a.epoch }, { head: "ERROR", cell: (a) => a.error },
-    ]);
+    s +=
+      "\n" +
+      table(attempt_log, [
+        { head: "#", cell: (a) => a.number },
+        { head: "OUTCOME", cell: (a) => a.outcome },
+        { head: "HTTP", cell: (a) => a.http_status },
+        { head: "STARTED", cell: (a) => a.started_at },
+        { head: "POSSIBLY DELIVERED", cell: (a) => (a.possibly_delivered ? "yes" : "no") },
+        { head: "VERIFIED", cell: (a) => (a.verified ? "yes" : "no") },
+        { head: "TOKEN", cell: (a) => a.epoch },
+        { head: "ERROR", cell: (a) => a.error },
+      ]);
   }
   return s;
 }
@@ -173,44 +217,82 @@ async function listed<T>(ctx: Ctx, page: (cursor?: string) => Promise<{ items: T
 const COMMANDS: Record<string, (ctx: Ctx) => Promise<string>> = {
   "jobs create": async (ctx) => {
     const { v } = ctx;
-    const body = v.file ? await fromFile(ctx) : {
-      target: target(v),
-      ...(v.delay ? { delay: v.delay } : {}), ...(v["run-at"] ? { run_at: v["run-at"] } : {}),
-      ...(v.key ? { idempotency_key: v.key } : {}), ...(v["verify-url"] ? { verify: { url: v["verify-url"] } } : {}),
-      ...(v["max-attempts"] ? { retry: { max_attempts: int(v["max-attempts"], "--max-attempts") } } : {}),
-      ...(v.timeout ? { timeout: v.timeout } : {}), ...(v.tenant ? { tenant: v.tenant } : {}),
-    };
+    const body = v.file
+      ? await fromFile(ctx)
+      : {
+          target: target(v),
+          ...(v.delay ? { delay: v.delay } : {}),
+          ...(v["run-at"] ? { run_at: v["run-at"] } : {}),
+          ...(v.key ? { idempotency_key: v.key } : {}),
+          ...(v["verify-url"] ? { verify: { url: v["verify-url"] } } : {}),
+          ...(v["max-attempts"] ? { retry: { max_attempts: int(v["max-attempts"], "--max-attempts") } } : {}),
+          ...(v.timeout ? { timeout: v.timeout } : {}),
+          ...(v.tenant ? { tenant: v.tenant } : {}),
+        };
     return show(ctx, await ctx.client.jobs.create(body as Parameters<SchedulerClient["jobs"]["create"]>[0]), jobDetails);
   },
   "jobs get": async (ctx) => show(ctx, await ctx.client.jobs.get(one(ctx.args, "job id")), jobDetails),
   "jobs list": (ctx) =>
-    listed(ctx, (cursor) => ctx.client.jobs.list({
-      ...(ctx.v.status ? { status: ctx.v.status as never } : {}), ...(ctx.v.schedule ? { schedule_id: ctx.v.schedule } : {}),
-      ...(ctx.v.tenant ? { tenant: ctx.v.tenant } : {}), ...(ctx.v.limit ? { limit: int(ctx.v.limit, "--limit") } : {}), ...(cursor ? { cursor } : {}),
-    }), JOB_COLUMNS),
+    listed(
+      ctx,
+      (cursor) =>
+        ctx.client.jobs.list({
+          ...(ctx.v.status ? { status: ctx.v.status as never } : {}),
+          ...(ctx.v.schedule ? { schedule_id: ctx.v.schedule } : {}),
+          ...(ctx.v.tenant ? { tenant: ctx.v.tenant } : {}),
+          ...(ctx.v.limit ? { limit: int(ctx.v.limit, "--limit") } : {}),
+          ...(cursor ? { cursor } : {}),
+        }),
+      JOB_COLUMNS,
+    ),
   "jobs cancel": async (ctx) => show(ctx, await ctx.client.jobs.cancel(one(ctx.args, "job id"), ctx.v.reason ? { reason: ctx.v.reason } : {}), jobDetails),
   "schedules create": async (ctx) => {
     const { v } = ctx;
-    const body = v.file ? await fromFile(ctx) : (() => {
-      if (!v.cron) throw new UsageError("give --cron=EXPR (or -f FILE with the whole request)");
-      return {
-        ...(v.id ? { id: v.id } : {}), cron: v.cron, ...(v.timezone ? { timezone: v.timezone } : {}), target: target(v),
-        ...(v["verify-url"] ? { verify: { url: v["verify-url"] } } : {}), ...(v.overlap ? { overlap: v.overlap } : {}),
-        ...(v.misfire ? { misfire: v.misfire } : {}), ...(v.paused ? { paused: true } : {}), ...(v.tenant ? { tenant: v.tenant } : {}),
-      };
-    })();
-    return show(ctx, await ctx.client.schedules.create(body as Parameters<SchedulerClient["schedules"]["create"]>[0]), (s) => details(s as Record<string, unknown>));
+    const body = v.file
+      ? await fromFile(ctx)
+      : (() => {
+          if (!v.cron) throw new UsageError("give --cron=EXPR (or -f FILE with the whole request)");
+          return {
+            ...(v.id ? { id: v.id } : {}),
+            cron: v.cron,
+            ...(v.timezone ? { timezone: v.timezone } : {}),
+            target: target(v),
+            ...(v["verify-url"] ? { verify: { url: v["verify-url"] } } : {}),
+            ...(v.overlap ? { overlap: v.overlap } : {}),
+            ...(v.misfire ? { misfire: v.misfire } : {}),
+            ...(v.paused ? { paused: true } : {}),
+            ...(v.tenant ? { tenant: v.tenant } : {}),
+          };
+        })();
+    return show(ctx, await ctx.client.schedules.create(body as Parameters<SchedulerClient["schedules"]["create"]>[0]), (s) =>
+      details(s as Record<string, unknown>),
+    );
   },
   "schedules list": (ctx) =>
-    listed(ctx, (cursor) => ctx.client.schedules.list({ ...(ctx.v.limit ? { limit: int(ctx.v.limit, "--limit") } : {}), ...(cursor ? { cursor } : {}) }), SCHEDULE_COLUMNS),
-  "schedules pause": async (ctx) => show(ctx, await ctx.client.schedules.pause(one(ctx.args, "schedule id"), ctx.v.reason), (s) => table([s], SCHEDULE_COLUMNS)),
-  "schedules resume": async (ctx) => show(ctx, await ctx.client.schedules.resume(one(ctx.args, "schedule id"), ctx.v.reason), (s) => table([s], SCHEDULE_COLUMNS)),
+    listed(
+      ctx,
+      (cursor) => ctx.client.schedules.list({ ...(ctx.v.limit ? { limit: int(ctx.v.limit, "--limit") } : {}), ...(cursor ? { cursor } : {}) }),
+      SCHEDULE_COLUMNS,
+    ),
+  "schedules pause": async (ctx) =>
+    show(ctx, await ctx.client.schedules.pause(one(ctx.args, "schedule id"), ctx.v.reason), (s) => table([s], SCHEDULE_COLUMNS)),
+  "schedules resume": async (ctx) =>
+    show(ctx, await ctx.client.schedules.resume(one(ctx.args, "schedule id"), ctx.v.reason), (s) => table([s], SCHEDULE_COLUMNS)),
   "schedules preview": async (ctx) => {
     const n = int(ctx.v.count, "--count") ?? 10;
-    return show(ctx, await ctx.client.schedules.preview(one(ctx.args, "schedule id"), n), (p) => table(p, [{ head: "AT (UTC)", cell: (x) => x.at }, { head: "LOCAL", cell: (x) => x.local }]));
+    return show(ctx, await ctx.client.schedules.preview(one(ctx.args, "schedule id"), n), (p) =>
+      table(p, [
+        { head: "AT (UTC)", cell: (x) => x.at },
+        { head: "LOCAL", cell: (x) => x.local },
+      ]),
+    );
   },
   "dlq list": (ctx) =>
-    listed(ctx, (cursor) => ctx.client.dlq.list({ ...(ctx.v.limit ? { limit: int(ctx.v.limit, "--limit") } : {}), ...(cursor ? { cursor } : {}) }), DEAD_COLUMNS),
+    listed(
+      ctx,
+      (cursor) => ctx.client.dlq.list({ ...(ctx.v.limit ? { limit: int(ctx.v.limit, "--limit") } : {}), ...(cursor ? { cursor } : {}) }),
+      DEAD_COLUMNS,
+    ),
   "dlq replay": async (ctx) => {
     if (!ctx.v.reason) throw new UsageError("give --reason=TEXT (replays are audited)");
     const r = await ctx.client.dlq.replay(one(ctx.args, "job id"), { reason: ctx.v.reason, ...(ctx.v.force ? { force: true } : {}) });

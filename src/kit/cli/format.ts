@@ -12,14 +12,21 @@ const text = (v: unknown): string => (v === null || v === undefined ? "-" : type
 export function table<T>(rows: T[], columns: Column<T>[]): string {
   const cells = [columns.map((c) => c.head), ...rows.map((r) => columns.map((c) => text(c.cell(r))))];
   const widths = columns.map((_, i) => Math.max(...cells.map((row) => row[i].length)));
-  return cells.map((row) => row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i]))).join("  ").trimEnd()).join("\n") + "\n";
+  return `${cells
+    .map((row) =>
+      row
+        .map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i])))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n")}\n`;
 }
 
 /** One object as "key: value" lines (nested values as JSON). */
 export function details(obj: Record<string, unknown>): string {
   const keys = Object.keys(obj);
   const w = Math.max(...keys.map((k) => k.length));
-  return keys.map((k) => `${(k + ":").padEnd(w + 1)} ${text(obj[k])}`).join("\n") + "\n";
+  return `${keys.map((k) => `${(`${k}:`).padEnd(w + 1)} ${text(obj[k])}`).join("\n")}\n`;
 }
 
-export const json = (v: unknown): string => JSON.stringify(v, null, 2) + "\n";
+export const json = (v: unknown): string => `${JSON.stringify(v, null, 2)}\n`;

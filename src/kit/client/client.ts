@@ -103,7 +103,8 @@ export function createClient(o: ClientOptions) {
     preview: async (id: string, n = 10): Promise<PreviewInstant[]> => (await schedules.get(id, { preview: n })).preview ?? [],
     list: (query: ScheduleListQuery & { cursor?: string } = {}): Promise<Page<Schedule>> => once(() => unwrap(raw.GET("/v1/schedules", { params: { query } }))),
     iterate: (query: ScheduleListQuery = {}) => paginate((cursor) => schedules.list({ ...query, ...(cursor ? { cursor } : {}) })),
-    update: (id: string, patch: SchedulePatch): Promise<Schedule> => once(() => unwrap(raw.PATCH("/v1/schedules/{id}", { params: { path: { id } }, body: patch }))),
+    update: (id: string, patch: SchedulePatch): Promise<Schedule> =>
+      once(() => unwrap(raw.PATCH("/v1/schedules/{id}", { params: { path: { id } }, body: patch }))),
     delete: (id: string) => once(() => unwrap(raw.DELETE("/v1/schedules/{id}", { params: { path: { id } } }))),
     pause: (id: string, reason?: string): Promise<Schedule> =>
       once(() => unwrap(raw.POST("/v1/schedules/{id}/pause", { params: { path: { id } }, body: reason ? { reason } : {} }))),

@@ -28,7 +28,19 @@ export class SchedulerNetworkError extends Error {
 export function apiErrorFrom(body: unknown, res: Response): SchedulerApiError {
   const e = body && typeof body === "object" ? (body as { error?: { code?: unknown; message?: unknown; path?: unknown } }).error : undefined;
   if (e && typeof e.code === "string") {
-    return new SchedulerApiError(res.status, e.code, typeof e.message === "string" ? e.message : e.code, typeof e.path === "string" ? e.path : undefined, res.headers);
+    return new SchedulerApiError(
+      res.status,
+      e.code,
+      typeof e.message === "string" ? e.message : e.code,
+      typeof e.path === "string" ? e.path : undefined,
+      res.headers,
+    );
   }
-  return new SchedulerApiError(res.status, `http_${res.status}`, typeof body === "string" && body ? body.slice(0, 500) : `HTTP ${res.status}`, undefined, res.headers);
+  return new SchedulerApiError(
+    res.status,
+    `http_${res.status}`,
+    typeof body === "string" && body ? body.slice(0, 500) : `HTTP ${res.status}`,
+    undefined,
+    res.headers,
+  );
 }

@@ -50,7 +50,10 @@ export async function checkWebhook(r: Receiver | ReceiverOptions, req: { headers
   const rc = asReceiver(r);
   const call = signed(rc, req.headers, req.body);
   if (rc.options.fencing && call.fencingToken !== null && !(await rc.options.fencing.observe(call.id, call.fencingToken))) {
-    throw new ReceiverError("stale_fencing_token", `a higher Scheduler-Fencing-Token was already seen for job ${call.id}: this call is from a stale leader or region`);
+    throw new ReceiverError(
+      "stale_fencing_token",
+      `a higher Scheduler-Fencing-Token was already seen for job ${call.id}: this call is from a stale leader or region`,
+    );
   }
   return call;
 }

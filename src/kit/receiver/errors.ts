@@ -14,7 +14,10 @@ const STATUS: Record<ReceiverErrorCode, number> = {
 
 export class ReceiverError extends Error {
   readonly status: number;
-  constructor(readonly code: ReceiverErrorCode, message: string) {
+  constructor(
+    readonly code: ReceiverErrorCode,
+    message: string,
+  ) {
     super(message);
     this.name = "ReceiverError";
     this.status = STATUS[code];

@@ -114,7 +114,13 @@ export function analyze(input: AnalysisInput): Analysis {
       : calls
           .filter((c) => c.path.startsWith(input.schedulePath) && c.at >= killAt - 3000 && c.at <= (firstNew?.at ?? killAt) + 5000)
           .sort((x, y) => x.at - y.at)
-          .map((c) => ({ key: keyOf(c), after_kill_ms: c.at - killAt, generation: c.token === null ? null : generationOf(c.token), catchup: c.catchup, accepted: c.accepted }));
+          .map((c) => ({
+            key: keyOf(c),
+            after_kill_ms: c.at - killAt,
+            generation: c.token === null ? null : generationOf(c.token),
+            catchup: c.catchup,
+            accepted: c.accepted,
+          }));
 
   const oldCalls = oldRegionFrom === null ? [] : calls.filter((c) => c.at >= oldRegionFrom && isOld(c));
 

@@ -143,7 +143,10 @@ class FailoverDrill {
       error,
       logs_dir: this.keptLogsAt,
     };
-    if (this.ranSchedulers) this.progress(`${passed ? "PASSED" : "FAILED"}: lost ${a.lost}, duplicates ${a.duplicates_accepted}, early ${a.early}, old home accepted ${a.old_region_accepted}, misfire ${a.misfire_ok ? "ok" : "NOT ok"}, rto ${a.rto_ms ?? "—"} ms`);
+    if (this.ranSchedulers)
+      this.progress(
+        `${passed ? "PASSED" : "FAILED"}: lost ${a.lost}, duplicates ${a.duplicates_accepted}, early ${a.early}, old home accepted ${a.old_region_accepted}, misfire ${a.misfire_ok ? "ok" : "NOT ok"}, rto ${a.rto_ms ?? "—"} ms`,
+      );
     return report;
   }
 
@@ -154,11 +157,28 @@ class FailoverDrill {
     this.user = await PgUser.detect();
     // Logs in a dir of their own, so the paths named in messages stay valid when it is kept.
     this.logs = await this.user.makeTempDir("scheduler-drill-logs-");
-    this.cleanup.add("logs dir", () => this.removeLogs(), () => rmSync(this.logs, { recursive: true, force: true }));
+    this.cleanup.add(
+      "logs dir",
+      () => this.removeLogs(),
+      () => rmSync(this.logs, { recursive: true, force: true }),
+    );
     this.work = await this.user.makeTempDir("scheduler-drill-");
-    this.cleanup.add("temp dir", () => rmSync(this.work, { recursive: true, force: true }), () => rmSync(this.work, { recursive: true, force: true }));
-    ({ primary: this.primary, standby: this.standby, version: this.pgVersion } = await startReplicatedPostgres({
-      bin: this.bin, user: this.user, work: this.work, logs: this.logs, sync: this.o.sync, cleanup: this.cleanup,
+    this.cleanup.add(
+      "temp dir",
+      () => rmSync(this.work, { recursive: true, force: true }),
+      () => rmSync(this.work, { recursive: true, force: true }),
+    );
+    ({
+      primary: this.primary,
+      standby: this.standby,
+      version: this.pgVersion,
+    } = await startReplicatedPostgres({
+      bin: this.bin,
+      user: this.user,
+      work: this.work,
+      logs: this.logs,
+      sync: this.o.sync,
+      cleanup: this.cleanup,
     }));
     this.phase("postgres");
     this.progress(
@@ -180,7 +200,11 @@ class FailoverDrill {
     const env: Record<string, string> = { ...SCHEDULER_ENV, DATABASE_URL: databaseUrl, PORT: String(port) };
     for (const k of ["PATH", "HOME", "TMPDIR", "LANG", "TZ"]) if (this.env[k]) env[k] = this.env[k]!;
     const proc = new SchedulerProc({ name, command: this.o.schedulerCommand, args, env, port, logFile: join(this.logs, `scheduler-${name}.log`) });
-    const stop = this.cleanup.add(`scheduler ${name}`, () => proc.stop(), () => proc.kill("SIGKILL"));
+    const stop = this.cleanup.add(
+      `scheduler ${name}`,
+      () => proc.stop(),
+      () => proc.kill("SIGKILL"),
+    );
     this.procs.set(name, { proc, stop });
     return proc;
   }
@@ -195,7 +219,11 @@ class FailoverDrill {
   private async startRegions(): Promise<void> {
     this.target = new DrillTarget();
     const target = this.target;
-    this.cleanup.add("webhook target", () => target.stop(), () => target.stop());
+    this.cleanup.add(
+      "webhook target",
+      () => target.stop(),
+      () => target.stop(),
+    );
 
     const primaryDb = this.primary.url("scheduler");
     const aAll = await this.spawn("a-all", ["--mode=all", "--region=a"], primaryDb);
@@ -205,7 +233,10 @@ class FailoverDrill {
     await aWorker.waitForLog(STARTED, this.t.startTimeoutMs, '"scheduler started"');
     // Region B on a read-only standby: it must wait for the promotion, not start.
     const seen = await bAll.waitForLog((l) => WAITING_FOR_PROMOTION(l) || STARTED(l), this.t.startTimeoutMs, "it to wait for the standby's promotion");
-    if (STARTED(seen)) this.notes.push(`region b logged "scheduler started" on the standby before any promotion (expected it to log "database is read-only (a standby): waiting for it to be promoted" and wait)`);
+    if (STARTED(seen))
+      this.notes.push(
+        `region b logged "scheduler started" on the standby before any promotion (expected it to log "database is read-only (a standby): waiting for it to be promoted" and wait)`,
+      );
     const view = await getCluster(aAll.url, 2000);
     this.gOld = typeof view?.generation === "number" ? view.generation : null;
     if (view?.generation === undefined) this.notes.push(`region a's GET /v1/cluster had no "generation" (got ${JSON.stringify(view)})`);
@@ -228,14 +259,24 @@ class FailoverDrill {
     this.load = new Load({
       jobs: this.o.jobs,
       targetUrl: target.url,
-      apis: new Map([["a", aAll.url], ["b", bAll.url]]),
+      apis: new Map([
+        ["a", aAll.url],
+        ["b", bAll.url],
+      ]),
       home: "a",
       windowMs: this.t.loadWindowMs,
       minDueMs: this.t.minDueMs,
       maxDueMs: this.t.maxDueMs,
     });
     const load = this.load;
-    const tick = { id: "drill-tick", cron: "* * * * * *", timezone: "UTC", target: { url: `${target.url}${SCHEDULE_PATH}` }, misfire: "fire_once", overlap: "allow" };
+    const tick = {
+      id: "drill-tick",
+      cron: "* * * * * *",
+      timezone: "UTC",
+      target: { url: `${target.url}${SCHEDULE_PATH}` },
+      misfire: "fire_once",
+      overlap: "allow",
+    };
     const sched = await withTimeout(this.t.startTimeoutMs, () => load.createSchedule(tick), null);
     if (!sched) throw new DrillError(`could not create the schedule drill-tick through region a's API (${aAll.url}); log: ${aAll.o.logFile}`);
     this.loadDone = load.run();
@@ -248,7 +289,10 @@ class FailoverDrill {
       const acked = load.acknowledged;
       const delivered = target.calls.some((c) => c.accepted && c.path.startsWith("/j/"));
       if (acked >= third && (delivered || acked >= half)) break;
-      if (Date.now() > deadline) throw new DrillError(`only ${acked} of ${this.o.jobs} jobs acknowledged by region a after ${Math.round((Date.now() - load.startedAt) / 1000)} s (last error: ${load.jobs.find((j) => j.lastError)?.lastError ?? "none"}); log: ${aAll.o.logFile}`);
+      if (Date.now() > deadline)
+        throw new DrillError(
+          `only ${acked} of ${this.o.jobs} jobs acknowledged by region a after ${Math.round((Date.now() - load.startedAt) / 1000)} s (last error: ${load.jobs.find((j) => j.lastError)?.lastError ?? "none"}); log: ${aAll.o.logFile}`,
+        );
       await Bun.sleep(20);
     }
     this.phase("load_until_kill");
@@ -291,17 +335,28 @@ class FailoverDrill {
     if (typeof view?.generation === "number") this.gNew = view.generation;
     else if (typeof took.generation === "number") {
       this.gNew = took.generation;
-      this.notes.push(`region b's GET /v1/cluster had no numeric "generation" after the takeover (got ${JSON.stringify(view)}); used the generation from its "took over region authority" log line`);
-    } else throw new DrillError(`region b took over but neither GET /v1/cluster nor its log says the new generation (cluster: ${JSON.stringify(view)}, log: ${JSON.stringify(took)})`);
+      this.notes.push(
+        `region b's GET /v1/cluster had no numeric "generation" after the takeover (got ${JSON.stringify(view)}); used the generation from its "took over region authority" log line`,
+      );
+    } else
+      throw new DrillError(
+        `region b took over but neither GET /v1/cluster nor its log says the new generation (cluster: ${JSON.stringify(view)}, log: ${JSON.stringify(took)})`,
+      );
     if (view?.role !== "home") this.notes.push(`region b's GET /v1/cluster still said role ${JSON.stringify(view?.role)} 10 s after it logged the takeover`);
-    if (typeof took.generation === "number" && took.generation !== this.gNew) this.notes.push(`region b logged generation ${took.generation} at takeover, GET /v1/cluster says ${this.gNew}`);
+    if (typeof took.generation === "number" && took.generation !== this.gNew)
+      this.notes.push(`region b logged generation ${took.generation} at takeover, GET /v1/cluster says ${this.gNew}`);
     if (this.gOld !== null && this.gNew <= this.gOld) this.notes.push(`the generation did not increase at takeover (${this.gOld} → ${this.gNew})`);
     this.phase("promoted_to_takeover");
-    this.progress(`region b took over the authority (from ${String(took.from)} to ${String(took.to)}, generation ${this.gNew}) ${this.takeoverMs} ms after the kill`);
+    this.progress(
+      `region b took over the authority (from ${String(took.from)} to ${String(took.to)}, generation ${this.gNew}) ${this.takeoverMs} ms after the kill`,
+    );
 
     const floor = BigInt(this.gNew) << 32n;
     const first = await this.target!.waitFor((c) => c.accepted && c.token !== null && c.token >= floor, this.t.takeoverTimeoutMs);
-    if (!first) throw new DrillError(`region b took over but no call with a generation-${this.gNew} token reached the target within ${this.t.takeoverTimeoutMs} ms; log: ${bAll.o.logFile}\n${bAll.lastOutput()}`);
+    if (!first)
+      throw new DrillError(
+        `region b took over but no call with a generation-${this.gNew} token reached the target within ${this.t.takeoverTimeoutMs} ms; log: ${bAll.o.logFile}\n${bAll.lastOutput()}`,
+      );
     this.phase("takeover_to_first_call");
     this.progress(`first call accepted from region b (${first.key}, token ${first.token}) ${first.at - killAt} ms after the kill`);
   }
@@ -315,7 +370,9 @@ class FailoverDrill {
     if (!settled) {
       load.stop();
       const pending = load.jobs.filter((j) => j.ackAt === null && j.rejected === null);
-      this.notes.push(`${pending.length} create(s) never acknowledged within ${this.t.drainGraceMs} ms of the takeover (last error: ${pending[0]?.lastError ?? "?"})`);
+      this.notes.push(
+        `${pending.length} create(s) never acknowledged within ${this.t.drainGraceMs} ms of the takeover (last error: ${pending[0]?.lastError ?? "?"})`,
+      );
     }
     const rejected = load.jobs.filter((j) => j.rejected !== null);
     if (rejected.length) this.notes.push(`${rejected.length} create(s) refused for good, e.g. ${rejected[0].key}: ${rejected[0].rejected}`);
@@ -332,7 +389,9 @@ class FailoverDrill {
       await Bun.sleep(100);
     }
     this.phase("drain");
-    this.progress(`${acked.length - missing}/${acked.length} acknowledged jobs delivered${missing ? ` (${missing} still missing ${this.t.drainGraceMs} ms after the last due time)` : ""}`);
+    this.progress(
+      `${acked.length - missing}/${acked.length} acknowledged jobs delivered${missing ? ` (${missing} still missing ${this.t.drainGraceMs} ms after the last due time)` : ""}`,
+    );
   }
 
   // ── 8. The old home comes back on its old database ─────────────────────────────────
@@ -346,16 +405,23 @@ class FailoverDrill {
     await this.primary.start({ port: this.primary.port, settings: { synchronous_standby_names: "" } });
     const again = await this.spawn("a-all-again", ["--mode=all", "--region=a"], this.primary.url("scheduler"));
     await again.waitForLog(STARTED, this.t.startTimeoutMs, '"scheduler started"');
-    this.progress(`old primary restarted as an independent primary (split brain) on 127.0.0.1:${this.primary.port}; region a's all-in-one process ${again.url} (pid ${again.pid}) on it`);
+    this.progress(
+      `old primary restarted as an independent primary (split brain) on 127.0.0.1:${this.primary.port}; region a's all-in-one process ${again.url} (pid ${again.pid}) on it`,
+    );
     const from = this.oldRegionFrom;
     const isOld = (c: TargetCall) => c.at >= from && c.token !== null && generationOf(c.token) < gNew;
     const first = await target.waitFor(isOld, this.t.oldRegionWaitMs);
     if (first) await Bun.sleep(this.t.oldRegionExtraMs);
-    else this.notes.push(`the old home made no call within ${this.t.oldRegionWaitMs} ms of starting on its old database: fencing at the target was not exercised this run; log: ${again.o.logFile}`);
+    else
+      this.notes.push(
+        `the old home made no call within ${this.t.oldRegionWaitMs} ms of starting on its old database: fencing at the target was not exercised this run; log: ${again.o.logFile}`,
+      );
     await this.stopProc("a-all-again");
     await this.primary.stopImmediate();
     const calls = target.calls.filter(isOld);
     this.phase("old_home");
-    this.progress(`old home: ${calls.length} calls with a generation < ${gNew} token, ${calls.filter((c) => c.accepted).length} accepted, ${calls.filter((c) => !c.accepted).length} refused (409)`);
+    this.progress(
+      `old home: ${calls.length} calls with a generation < ${gNew} token, ${calls.filter((c) => c.accepted).length} accepted, ${calls.filter((c) => !c.accepted).length} refused (409)`,
+    );
   }
 }

@@ -17,13 +17,16 @@ export function explainFindings(a: ReturnType<typeof analyze>, sync: boolean): s
     );
   }
   if (a.delivered_unacknowledged > 0) {
-    notes.push(`${a.delivered_unacknowledged} job(s) were delivered although their create was never acknowledged (the answer was lost with region a, or the drill stopped retrying).`);
+    notes.push(
+      `${a.delivered_unacknowledged} job(s) were delivered although their create was never acknowledged (the answer was lost with region a, or the drill stopped retrying).`,
+    );
   }
   if (a.calls_without_token > 0) notes.push(`${a.calls_without_token} call(s) came without a numeric Scheduler-Fencing-Token.`);
   if (a.catchup_runs > 1) {
     notes.push(
       `schedule drill-tick (misfire fire_once) ran ${a.catchup_runs} catch-up occurrences (Scheduler-Catchup: true) for one outage; fire_once allows one: ` +
-        a.catchup_calls.map((c) => `${c.key} at kill + ${c.after_kill_ms} ms`).join(", ") + ` (all the schedule's calls around the outage: ticks_around_outage in the JSON report).`,
+        a.catchup_calls.map((c) => `${c.key} at kill + ${c.after_kill_ms} ms`).join(", ") +
+        ` (all the schedule's calls around the outage: ticks_around_outage in the JSON report).`,
     );
   }
   if (a.ticks_after_takeover === 0) notes.push(`schedule drill-tick did not tick from region b after the takeover.`);

@@ -116,8 +116,16 @@ export class Load {
   private async create(i: number): Promise<void> {
     const now = Date.now();
     const rec: JobRecord = {
-      i, key: `drill-${i}`, runAt: now + dueOffsetMs(i, this.o.minDueMs, this.o.maxDueMs), firstAttemptAt: now,
-      ackAt: null, ackStatus: null, ackRegion: null, attempts: 0, lastError: null, rejected: null,
+      i,
+      key: `drill-${i}`,
+      runAt: now + dueOffsetMs(i, this.o.minDueMs, this.o.maxDueMs),
+      firstAttemptAt: now,
+      ackAt: null,
+      ackStatus: null,
+      ackRegion: null,
+      attempts: 0,
+      lastError: null,
+      rejected: null,
     };
     this.jobs.push(rec);
     const body = JSON.stringify({ target: { url: `${this.o.targetUrl}/j/${i}` }, run_at: new Date(rec.runAt).toISOString(), idempotency_key: rec.key });

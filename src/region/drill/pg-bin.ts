@@ -63,7 +63,8 @@ function newestVersionsFirst(root: string): string[] {
   return names
     .filter((n) => /^\d+(\.\d+)*$/.test(n))
     .sort((a, b) => {
-      const x = num(a), y = num(b);
+      const x = num(a),
+        y = num(b);
       for (let i = 0; i < Math.max(x.length, y.length); i++) if ((x[i] ?? 0) !== (y[i] ?? 0)) return (y[i] ?? 0) - (x[i] ?? 0);
       return 0;
     });

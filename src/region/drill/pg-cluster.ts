@@ -44,7 +44,10 @@ export class PgCluster {
 
   /** initdb with trust auth for superuser postgres, UTF8 and the C locale. */
   async initdb(): Promise<void> {
-    await runOk(`initdb (${this.name}, ${this.o.dataDir})`, this.o.user.cmd([this.prog("initdb"), "-D", this.o.dataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"]));
+    await runOk(
+      `initdb (${this.name}, ${this.o.dataDir})`,
+      this.o.user.cmd([this.prog("initdb"), "-D", this.o.dataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"]),
+    );
   }
 
   /** Appends settings to postgresql.conf (pg_basebackup copies them to a standby). */
@@ -86,7 +89,9 @@ export class PgCluster {
       }
       const log = existsSync(this.o.logFile) ? readFileSync(this.o.logFile, "utf8") : "";
       if (attempt < 4 && /already in use/i.test(log.slice(-2000))) continue;
-      throw new DrillError(`postgres ${this.name} did not start (pg_ctl exit ${r.code}): ${lastLines(log, 3) || lastLines(r.output, 3)} — log: ${this.o.logFile}`);
+      throw new DrillError(
+        `postgres ${this.name} did not start (pg_ctl exit ${r.code}): ${lastLines(log, 3) || lastLines(r.output, 3)} — log: ${this.o.logFile}`,
+      );
     }
   }
 
@@ -138,7 +143,23 @@ export class PgCluster {
   async basebackupFrom(primary: PgCluster, appName: string): Promise<void> {
     await runOk(
       `pg_basebackup (${this.name} from ${primary.name})`,
-      this.o.user.cmd([this.prog("pg_basebackup"), "-D", this.o.dataDir, "-h", "127.0.0.1", "-p", String(primary.port), "-U", "postgres", "-X", "stream", "-R", "-c", "fast", "--no-sync"]),
+      this.o.user.cmd([
+        this.prog("pg_basebackup"),
+        "-D",
+        this.o.dataDir,
+        "-h",
+        "127.0.0.1",
+        "-p",
+        String(primary.port),
+        "-U",
+        "postgres",
+        "-X",
+        "stream",
+        "-R",
+        "-c",
+        "fast",
+        "--no-sync",
+      ]),
       { timeoutMs: 120_000 },
     );
     this.appendAutoConf({ primary_conninfo: `host=127.0.0.1 port=${primary.port} user=postgres application_name=${appName}` });
@@ -146,7 +167,10 @@ export class PgCluster {
 
   /** pg_ctl promote, then waits until pg_is_in_recovery() is false. */
   async promote(timeoutMs = 30_000): Promise<void> {
-    await runOk(`pg_ctl promote (${this.name})`, this.o.user.cmd([this.prog("pg_ctl"), "-D", this.o.dataDir, "-w", "-t", String(Math.ceil(timeoutMs / 1000)), "promote"]));
+    await runOk(
+      `pg_ctl promote (${this.name})`,
+      this.o.user.cmd([this.prog("pg_ctl"), "-D", this.o.dataDir, "-w", "-t", String(Math.ceil(timeoutMs / 1000)), "promote"]),
+    );
     const end = Date.now() + timeoutMs;
     while (await this.inRecovery()) {
       if (Date.now() > end) throw new DrillError(`${this.name} still in recovery ${timeoutMs} ms after pg_ctl promote — log: ${this.o.logFile}`);

@@ -10,14 +10,23 @@ import { run } from "./run.ts";
  * scripts/services.sh (_services_as_pg) does; otherwise as the current user.
  */
 export class PgUser {
-  private constructor(readonly asRoot: boolean, private readonly ids?: { uid: number; gid: number }) {}
+  private constructor(
+    readonly asRoot: boolean,
+    private readonly ids?: { uid: number; gid: number },
+  ) {}
 
   static async detect(): Promise<PgUser> {
     if (process.getuid?.() !== 0) return new PgUser(false);
-    if (!Bun.which("runuser")) throw new DrillError("running as root: initdb refuses root and runuser (util-linux) is not installed to run it as the postgres user; install util-linux or run the drill as a non-root user");
+    if (!Bun.which("runuser"))
+      throw new DrillError(
+        "running as root: initdb refuses root and runuser (util-linux) is not installed to run it as the postgres user; install util-linux or run the drill as a non-root user",
+      );
     const uid = await run(["id", "-u", "postgres"]);
     const gid = await run(["id", "-g", "postgres"]);
-    if (uid.code !== 0 || gid.code !== 0) throw new DrillError("running as root: initdb refuses root and there is no 'postgres' user to run it as (Debian's postgresql package creates it); create one or run the drill as a non-root user");
+    if (uid.code !== 0 || gid.code !== 0)
+      throw new DrillError(
+        "running as root: initdb refuses root and there is no 'postgres' user to run it as (Debian's postgresql package creates it); create one or run the drill as a non-root user",
+      );
     return new PgUser(true, { uid: Number(uid.output), gid: Number(gid.output) });
   }
 

@@ -7,12 +7,24 @@ import type { PgUser } from "./pg-user.ts";
  * The drill's two regions' databases: a primary and a streaming standby (synchronous with
  * `sync`), in `work`, logging to `logs`, each stopped by the cleanup.
  */
-export async function startReplicatedPostgres(o: { bin: string; user: PgUser; work: string; logs: string; sync: boolean; cleanup: Cleanup }): Promise<{ primary: PgCluster; standby: PgCluster; version: string }> {
+export async function startReplicatedPostgres(o: {
+  bin: string;
+  user: PgUser;
+  work: string;
+  logs: string;
+  sync: boolean;
+  cleanup: Cleanup;
+}): Promise<{ primary: PgCluster; standby: PgCluster; version: string }> {
   const mk = (name: string) =>
     new PgCluster({ name, bin: o.bin, user: o.user, dataDir: join(o.work, name), socketDir: o.work, logFile: join(o.logs, `postgres-${name}.log`) });
   const primary = mk("primary");
   const standby = mk("standby");
-  for (const pg of [primary, standby]) o.cleanup.add(`postgres ${pg.name}`, () => pg.stopImmediate(), () => pg.stopSync());
+  for (const pg of [primary, standby])
+    o.cleanup.add(
+      `postgres ${pg.name}`,
+      () => pg.stopImmediate(),
+      () => pg.stopSync(),
+    );
 
   const version = await primary.version();
   await primary.initdb();

@@ -70,9 +70,19 @@ export function formatReport(r: DrillReport): string {
     ["kill → standby promoted", ms(r.promote_ms)],
     ["kill → region b took over authority", ms(r.takeover_ms)],
     ["RTO: kill → first call accepted from region b", ms(r.rto_ms)],
-    ["delivery lag p50 / p95 / max (due → accepted)", r.delivery_lag_ms ? `${r.delivery_lag_ms.p50} / ${r.delivery_lag_ms.p95} / ${r.delivery_lag_ms.max} ms` : "—"],
+    [
+      "delivery lag p50 / p95 / max (due → accepted)",
+      r.delivery_lag_ms ? `${r.delivery_lag_ms.p50} / ${r.delivery_lag_ms.p95} / ${r.delivery_lag_ms.max} ms` : "—",
+    ],
     ["calls to the target (accepted / total)", `${r.calls_accepted} / ${r.calls_total}`],
-    ["create requests (retried: " + (Object.entries(r.create_retries).map(([k, v]) => `${k} ${v}`).join(", ") || "none") + ")", n(r.create_requests)],
+    [
+      "create requests (retried: " +
+        (Object.entries(r.create_retries)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", ") || "none") +
+        ")",
+      n(r.create_requests),
+    ],
   ];
   const w = Math.max(...rows.map((x) => x[0].length));
   const vw = Math.max(...rows.map((x) => x[1].length));
@@ -93,7 +103,7 @@ export function formatReport(r: DrillReport): string {
   }
   if (r.error) lines.push("", `  error: ${r.error}`);
   if (r.logs_dir) lines.push("", `  logs kept in ${r.logs_dir}`);
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }
 
 function wrap(text: string, width: number): string[] {

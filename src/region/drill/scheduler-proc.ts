@@ -76,15 +76,19 @@ export class SchedulerProc {
     }
     if (typeof l !== "object" || l === null) return;
     this.lines.push(l);
-    for (const w of this.waiters) if (w.pred(l)) {
-      this.waiters.delete(w);
-      w.resolve(l);
-    }
+    for (const w of this.waiters)
+      if (w.pred(l)) {
+        this.waiters.delete(w);
+        w.resolve(l);
+      }
   }
 
   /** The last lines of output, for an error message. */
   lastOutput(n = 5): string {
-    return this.tail.slice(-n).map((l) => l.slice(0, 400)).join("\n");
+    return this.tail
+      .slice(-n)
+      .map((l) => l.slice(0, 400))
+      .join("\n");
   }
 
   find(pred: (l: LogLine) => boolean): LogLine | undefined {
