@@ -1,55 +1,30 @@
 import type { HostLimiter } from "./host-limiter.ts";
 import type { InFlight } from "./worker.ts";
 
-export interface HeldPumpOptions {
-  limiter: HostLimiter<InFlight>;
-  /** The worker is stopping: it gives the held jobs back itself. */
-  stopping: () => boolean;
-  /** Held jobs cancelled or whose lease was lost: back to the database, not called. */
-  giveBack: (fs: InFlight[]) => Promise<void>;
-  /** Held longer than a host's wait allows: handed back, due again at `at`. */
-  defer: (overdue: { item: InFlight; at: number }[]) => Promise<void>;
-  /** Jobs whose host has room now: the pre-call check and the call. */
-  begin: (ready: InFlight[]) => Promise<void>;
-  /** Runs a pass in the background, logging its failure. */
-  background: (p: Promise<void>) => void;
-}
-
 /**
- * Claimed jobs waiting in memory for their target host to have room (the host limiter keeps
- * their order and timing). A pass starts those whose host has room, gives back those
- * cancelled and hands back those held too long; a timer runs the next pass when a host may
- * have room again, and so does every finished call (kick).
+ * Runs the worker's pass over the jobs held in memory for their target host (the limiter
+ * keeps their order and timing): at once when kicked (a call ended, a cancel came), else when
+ * a held job's host may have room again. One pass at a time; a kick during a pass runs
+ * another right after it. The pass is the worker's: this keeps only the timing.
  */
 export class HeldPump {
-  private readonly held = new Set<string>();
   private pumping = false;
   private again = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Infinity;
 
-  constructor(private readonly o: HeldPumpOptions) {}
+  constructor(
+    private readonly limiter: HostLimiter<InFlight>,
+    /** The worker's pass: returns how many jobs are still held after it. */
+    private readonly pass: () => Promise<number>,
+    /** Runs a pass in the background (the worker tracks it for stop()). */
+    private readonly background: (p: Promise<void>) => void,
+  ) {}
 
-  get size(): number {
-    return this.held.size;
-  }
-
-  has(id: string): boolean {
-    return this.held.has(id);
-  }
-
-  add(id: string): void {
-    this.held.add(id);
-  }
-
-  delete(id: string): void {
-    this.held.delete(id);
-  }
-
-  /** A pass now (or right after the one under way). */
-  kick(): void {
-    if (this.held.size === 0 && !this.pumping) return;
-    this.o.background(this.pump());
+  /** A pass now (or right after the one under way); `held`: jobs held now. */
+  kick(held: number): void {
+    if (held === 0 && !this.pumping) return;
+    this.background(this.pump());
   }
 
   private async pump(): Promise<void> {
@@ -58,34 +33,26 @@ export class HeldPump {
       return;
     }
     this.pumping = true;
+    let left = 0;
     try {
       do {
         this.again = false;
-        if (this.o.stopping()) return;
-        const aborted = this.o.limiter.removeHeld((f) => f.abort.signal.aborted);
-        if (aborted.length > 0) await this.o.giveBack(aborted);
-        const { ready, overdue } = this.o.limiter.pump(Date.now());
-        for (const f of ready) this.held.delete(f.job.id);
-        if (overdue.length > 0) {
-          for (const x of overdue) this.held.delete(x.item.job.id);
-          await this.o.defer(overdue);
-        }
-        await this.o.begin(ready);
+        left = await this.pass();
       } while (this.again);
     } finally {
       this.pumping = false;
-      this.arm();
+      this.arm(left);
     }
   }
 
-  /** Sets the timer for when a held job's host may have room again. */
-  arm(): void {
-    if (this.o.stopping() || this.held.size === 0) {
+  /** Sets the timer for when a held job's host may have room again; `held`: jobs held now (0: none, or stopping). */
+  arm(held: number): void {
+    if (held === 0) {
       this.disarm();
       return;
     }
     const now = Date.now();
-    const at = Math.max(now + 1, this.o.limiter.nextWakeAt(now));
+    const at = Math.max(now + 1, this.limiter.nextWakeAt(now));
     if (!Number.isFinite(at)) {
       this.disarm();
       return;
@@ -96,7 +63,7 @@ export class HeldPump {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.timerAt = Infinity;
-      this.kick();
+      this.kick(1);
     }, at - now);
   }
 

@@ -3,7 +3,6 @@ import type { ClaimedJob, ClaimRow } from "../store/types.ts";
 import { claimQueued, deferJobs, releaseJobs, startAttempts, unstartAtClaim } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
-import { Sleeper } from "../time/sleeper.ts";
 import { CompletionBatcher, OutcomeNotRecorded } from "./completion-batcher.ts";
 import { HostLimiter, laneKey } from "./host-limiter.ts";
 import type { SigningKeyring } from "./signing-keyring.ts";
@@ -13,6 +12,7 @@ import { DueGate } from "./due-gate.ts";
 import { PayloadCache } from "./payload-cache.ts";
 import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
 import { HeldPump } from "./held-pump.ts";
+import { QueueClaims } from "./queue-claims.ts";
 import { SlotLedger } from "./slot-ledger.ts";
 import { giveBackUncalled } from "./give-back-uncalled.ts";
 import { DbClock } from "../time/db-clock.ts";
@@ -69,13 +69,40 @@ export interface WorkerOptions {
   clock?: DbClock;
 }
 
+/**
+ * Where a claimed job is in this worker. Every claimed job is in `Worker.inflight`, in exactly
+ * one phase, until release() takes it out: its outcome written, or handed back uncalled.
+ *
+ *   claimed ─┬─ not due yet ──► gated ──its instant──┐
+ *            ├─ due ─────────────────────────────────┴──► ready ──room in the slots──► starting
+ *            └─ the claim was its check (attempt opened) ──────────────────────┐        │
+ *                                                                              │        │ its host:
+ *   starting ─┬─ host at its limit a short while ──► held ──host has room──► starting
+ *             ├─ host at its limit for long ──► released (deferred, due again later)
+ *             ├─ last call maybe delivered ──► verifying ──┬─ processed ──► released
+ *             │                                            └─ not confirmed ──► starting
+ *             ├─ check refused (cancelled, changed, lease gone) ──► released (stale)
+ *             └─ check passed (attempt opened) ──► armed ◄──────────────────────┘
+ *
+ *   armed ──a call slot frees──► calling ──the target answered──► finishing ──outcome written──► released
+ *
+ * A cancel, a lost lease or a stop sends a job not called yet back to the database
+ * (released, uncalled); once `calling`, it aborts the call instead.
+ */
+export type Phase = "claimed" | "gated" | "ready" | "held" | "verifying" | "starting" | "armed" | "calling" | "finishing";
+
 export interface InFlight {
   job: ClaimedJob;
   gen: number;
   abort: AbortController;
   /** performance.now() just before the last statement that extended the lease was sent. */
   leaseAt: number;
+  /** Set only by Worker.enter (it keeps the count of each phase). */
+  phase: Phase;
 }
+
+/** Why a job left the worker (for the debug log of release). */
+type ReleaseWhy = "recorded" | "given back" | "deferred" | "stale" | "verified" | "failed";
 
 /** Jobs a claim from the queue takes at most. */
 const MAX_CLAIM = 500;
@@ -104,14 +131,26 @@ const MIN_START_BATCH = 8;
  * period, aborts what is left and writes every outcome before returning.
  */
 export class Worker {
+  /** Every claimed job of this worker, with its phase: the one owner of per-job state. */
   readonly inflight = new Map<string, InFlight>();
-  private readonly sleeper = new Sleeper();
+  private readonly count: Record<Phase, number> = {
+    claimed: 0,
+    gated: 0,
+    ready: 0,
+    held: 0,
+    verifying: 0,
+    starting: 0,
+    armed: 0,
+    calling: 0,
+    finishing: 0,
+  };
+  private readonly claims: QueueClaims;
   private readonly completions: CompletionBatcher;
   private readonly renewer: LeaseRenewer;
   private readonly limiter: HostLimiter<InFlight>;
   private readonly attempt: AttemptDeps;
   private readonly slots: SlotLedger;
-  /** Claimed jobs waiting in memory for their host to have room (in `inflight` too, for lease renewal). */
+  /** Runs passes over the jobs held for their host (phase `held`; the limiter keeps their order). */
   private readonly held: HeldPump;
   /** Claimed jobs not due yet (pre-staged): they keep their call slot and wait for their instant. */
   private readonly gate: DueGate<InFlight>;
@@ -127,8 +166,6 @@ export class Worker {
   private readonly ready: InFlight[] = [];
   /** Checked (attempt opened, lease extended) and waiting for a call slot: at most armAhead() beyond the slots. */
   private readonly armed: { f: InFlight; attemptId: string; number: number; catchup: boolean }[] = [];
-  /** Jobs in a pre-call check under way (they hold call slots). */
-  private starting = 0;
   private pumping: Promise<void> | undefined;
   private pumpAgain = false;
   /** The last claim from the queue was full: more may be waiting there. */
@@ -141,7 +178,7 @@ export class Worker {
   private checkMs: number | undefined;
   private rateAt = performance.now();
   private rateCount = 0;
-  private loopDone: Promise<void> | undefined;
+  private started = false;
   private stopping = false;
   private unlisten: (() => Promise<void>) | undefined;
   private unlistenCancel: (() => Promise<void>) | undefined;
@@ -177,26 +214,12 @@ export class Worker {
       allowPrivateTargets: o.allowPrivateTargets,
       asyncLeaseMs: o.asyncLeaseMs,
     };
-    this.held = new HeldPump({
-      limiter: this.limiter,
-      stopping: () => this.stopping,
-      giveBack: (fs) => this.returnHeld(fs),
-      defer: async (overdue) => {
-        try {
-          // x.at is on this process's clock (the host's pacing): handed over as a wait.
-          const now = Date.now();
-          await deferJobs(
-            this.o.db,
-            this.o.owner,
-            overdue.map((x) => ({ id: x.item.job.id, gen: x.item.gen, delayMs: x.at - now })),
-          );
-        } finally {
-          for (const x of overdue) this.inflight.delete(x.item.job.id);
-        }
-      },
-      begin: (ready) => this.begin(ready),
-      background: (p) => this.handled(p),
-    });
+    this.held = new HeldPump(
+      this.limiter,
+      () => this.heldPass(),
+      (p) => this.handled(p),
+    );
+    this.claims = new QueueClaims(this, o.log, o.pollIntervalMs);
     this.verifier = new RetryVerifier({
       db: o.db,
       owner: o.owner,
@@ -205,13 +228,12 @@ export class Worker {
       keyring: o.keyring,
       allowPrivateTargets: o.allowPrivateTargets,
       // Stopping meanwhile: not called, handed back at once (like jobs waiting for their host).
-      resume: (fs) => (this.stopping ? this.giveBackVerified(fs) : this.begin(fs)),
-      giveBack: (fs) => this.giveBackVerified(fs),
+      resume: (fs) => (this.stopping ? this.returnHeld(fs) : this.begin(fs)),
+      giveBack: (fs) => this.returnHeld(fs),
       finished: (f) => {
-        this.limiter.forget(f.job.id);
-        this.inflight.delete(f.job.id);
+        this.release(f, "verified");
         this.noteRoom();
-        this.held.kick();
+        this.held.kick(this.count.held);
       },
       background: (p) => this.handled(p),
     });
@@ -225,17 +247,18 @@ export class Worker {
       // Calls that ended and wait for their outcome's write hold no room for claims (up to a
       // capacity's worth): the write is batched and may take a commit or two, and claims
       // held back by it left the slots idle.
-      busy: () => this.inflight.size - this.held.size - Math.min(this.recording, this.o.concurrency + this.prefetchTarget()),
+      busy: () => this.inflight.size - this.count.held - Math.min(this.count.finishing, this.o.concurrency + this.prefetchTarget()),
       busyBelow: (min) => {
         let n = 0;
-        for (const f of this.inflight.values()) if (f.job.priority < min && !this.held.has(f.job.id)) n++;
+        for (const f of this.inflight.values()) if (f.job.priority < min && f.phase !== "held") n++;
         return n;
       },
     });
   }
 
   async start(): Promise<void> {
-    if (this.loopDone) return;
+    if (this.started) return;
+    this.started = true;
     this.stopping = false;
     this.unlisten = await this.o.db.listen(
       "scheduler_queued",
@@ -244,42 +267,55 @@ export class Worker {
     );
     // A cancelled running job: abort its call now. Renewal also sees the flag, so a lost
     // notification only delays the abort.
-    this.unlistenCancel = await this.o.db.listen("scheduler_cancel", (id) => {
-      const f = this.inflight.get(id);
-      if (f && this.armed.some((a) => a.f === f)) {
-        // Checked, not called yet: the launch sees the abort and gives it back uncalled.
-        f.abort.abort(ABORT_CANCEL);
-      } else if (f && this.calling.has(id)) {
-        this.o.log.info({ job_id: id }, "cancel requested; aborting the call");
-        f.abort.abort(ABORT_CANCEL);
-      } else if (f && this.held.has(id)) {
-        // Waiting for its host: not called; given back (and so cancelled) by the next pump.
-        f.abort.abort(ABORT_CANCEL);
-        this.held.kick();
-      } else if (f && (this.gate.remove(id) || this.unready(id))) {
-        // Waiting for its due instant or a call slot: given back now, which ends it cancelled.
-        this.handled(this.returnHeld([f]));
-      }
-    });
+    this.unlistenCancel = await this.o.db.listen("scheduler_cancel", (id) => this.cancelled(id));
     this.renewer.start();
     this.sweepTimer = setInterval(() => {
       this.limiter.sweep();
       this.o.metrics.throttledHosts.set(this.limiter.throttledHosts());
     }, 1000);
     this.sweepTimer.unref?.();
-    this.loopDone = this.loop();
+    this.claims.start();
+  }
+
+  /** A cancel was requested for job `id`: not called yet → given back (which ends it cancelled); calling → the call is aborted. */
+  private cancelled(id: string): void {
+    const f = this.inflight.get(id);
+    switch (f?.phase) {
+      case "armed":
+        // Checked, not called yet: the launch sees the abort and gives it back uncalled.
+        f.abort.abort(ABORT_CANCEL);
+        break;
+      case "calling":
+      case "finishing":
+        this.o.log.info({ job_id: id }, "cancel requested; aborting the call");
+        f.abort.abort(ABORT_CANCEL);
+        break;
+      case "held":
+        // Waiting for its host: not called; given back (and so cancelled) by the next pass.
+        f.abort.abort(ABORT_CANCEL);
+        this.held.kick(this.count.held);
+        break;
+      case "gated":
+      case "ready":
+        // Waiting for its due instant or a call slot: given back now, which ends it cancelled.
+        if (f.phase === "gated" ? this.gate.remove(id) : this.unready(id)) this.handled(this.returnHeld([f]));
+        break;
+      default:
+        // Claimed or in a check (or a verify) under way: the check itself sees the cancel in
+        // the database, and renewal sees the flag.
+        break;
+    }
   }
 
   /** Look for queued work now (a dispatcher in this process just queued some). */
   poke(): void {
-    this.sleeper.wake();
+    this.claims.poke();
   }
 
   async stop(): Promise<void> {
-    if (!this.loopDone) return;
+    if (!this.started) return;
     this.stopping = true;
-    this.sleeper.wake();
-    await this.loopDone;
+    await this.claims.stop();
     await Promise.all(this.handoffs);
     await this.pumping;
     this.launchArmed();
@@ -309,33 +345,26 @@ export class Worker {
     }
     await this.completions.drain();
     await this.renewer.stop();
-    this.loopDone = undefined;
+    this.started = false;
   }
 
-  private async loop(): Promise<void> {
-    let failures = 0;
-    while (!this.stopping) {
-      const free = this.takeSlots(MAX_CLAIM);
-      const high = this.takeReservedSlots(MAX_CLAIM - free);
-      if (free + high > 0) {
-        try {
-          // Reserved slots first: their class must not wait behind the general claim.
-          let n = high > 0 ? await this.runOnce(high, this.o.reservedSlots!.minPriority) : 0;
-          if (free > 0) n += await this.runOnce(free);
-          this.queueBacklog = n >= free + high;
-          failures = 0;
-          if (n > 0) continue;
-        } catch (err) {
-          failures++;
-          this.o.log.error({ err, failures }, "worker claim failed; retrying");
-          await this.sleeper.sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
-          continue;
-        } finally {
-          this.giveBack(free);
-          this.giveBackReserved(high);
-        }
-      }
-      await this.sleeper.sleep(this.o.pollIntervalMs * (0.8 + Math.random() * 0.4));
+  /**
+   * One pass of the claim loop (QueueClaims): claims from the queue for the slots free now,
+   * the reserved class first. Returns how many jobs it claimed.
+   */
+  async claimPass(): Promise<number> {
+    const free = this.takeSlots(MAX_CLAIM);
+    const high = this.takeReservedSlots(MAX_CLAIM - free);
+    if (free + high === 0) return 0;
+    try {
+      // Reserved slots first: their class must not wait behind the general claim.
+      let n = high > 0 ? await this.runOnce(high, this.o.reservedSlots!.minPriority) : 0;
+      if (free > 0) n += await this.runOnce(free);
+      this.queueBacklog = n >= free + high;
+      return n;
+    } finally {
+      this.giveBack(free);
+      this.giveBackReserved(high);
     }
   }
 
@@ -369,7 +398,8 @@ export class Worker {
    */
   startRoom(): number {
     if (!this.canStartAtClaim()) return 0;
-    return Math.max(0, this.o.concurrency + this.armAhead() - this.inCall.size - this.starting - this.armed.length - this.ready.length);
+    const c = this.count;
+    return Math.max(0, this.o.concurrency + this.armAhead() - c.calling - c.starting - c.armed - c.ready);
   }
 
   /**
@@ -420,7 +450,34 @@ export class Worker {
 
   /** `leaseAt`: when the claim that took these leases was sent (the renewer's watchdog counts from it). */
   private reserve(jobs: ClaimedJob[], leaseAt: number): void {
-    for (const job of jobs) this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController(), leaseAt });
+    for (const job of jobs) {
+      const was = this.inflight.get(job.id);
+      if (was) this.count[was.phase]--;
+      this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController(), leaseAt, phase: "claimed" });
+      this.count.claimed++;
+    }
+  }
+
+  /** Moves a job to another phase (the one place a phase changes, so the counts stay true). */
+  private enter(f: InFlight, phase: Phase): void {
+    // One replaced by a new claim of the same job (reserve) counts no more.
+    if (this.inflight.get(f.job.id) === f) {
+      this.count[f.phase]--;
+      this.count[phase]++;
+    }
+    f.phase = phase;
+  }
+
+  /**
+   * The one exit: the job leaves the worker (its outcome written, or handed back to the
+   * database, or left to its lease), and its host's room is given back if it still had some.
+   */
+  private release(f: InFlight, why: ReleaseWhy): void {
+    if (this.inflight.get(f.job.id) !== f) return;
+    this.inflight.delete(f.job.id);
+    this.count[f.phase]--;
+    this.limiter.forget(f.job.id);
+    if (why !== "recorded") this.o.log.debug({ job_id: f.job.id, phase: f.phase, why }, "released without a recorded call");
   }
 
   private readonly handoffs = new Set<Promise<void>>();
@@ -442,7 +499,10 @@ export class Worker {
     try {
       await this.o.beforeStart?.(claimed);
     } catch (err) {
-      for (const job of claimed) this.inflight.delete(job.id);
+      for (const job of claimed) {
+        const f = this.inflight.get(job.id);
+        if (f) this.release(f, "failed");
+      }
       throw err;
     }
     const now = this.clock.now();
@@ -455,8 +515,10 @@ export class Worker {
       }
       const f = this.inflight.get(job.id);
       if (!f) continue;
-      if (job.due_at.getTime() >= now) this.gate.hold(job.id, job.due_at, f);
-      else open.push(f);
+      if (job.due_at.getTime() >= now) {
+        this.enter(f, "gated");
+        this.gate.hold(job.id, job.due_at, f);
+      } else open.push(f);
     }
     const unstarted = startedAtClaim.length > 0 ? this.armStarted(startedAtClaim) : [];
     if (unstarted.length > 0) open.push(...(await this.unstart(unstarted)));
@@ -478,12 +540,11 @@ export class Worker {
       const f = this.inflight.get(job.id);
       if (!f) continue;
       if (f.abort.signal.aborted || performance.now() - f.leaseAt > this.o.leaseTtlMs - this.o.leaseMarginMs) {
-        this.inflight.delete(job.id);
         back.push(f);
         continue;
       }
       const a = this.limiter.admit(laneKey(job.target.url, job.tenant, job.host_limits), job.id, this.limiter.limitsOf(job.host_limits), f, now);
-      if (a.kind === "go") this.armed.push({ f, attemptId: job.attempt_id!, number: job.calls, catchup: job.catchup });
+      if (a.kind === "go") this.arm(f, job.attempt_id!, job.calls, job.catchup);
       else {
         // Asked again on the ordinary path once the attempt is taken back.
         this.limiter.forget(job.id);
@@ -510,7 +571,6 @@ export class Worker {
       );
     } catch (err) {
       this.o.log.warn({ err, jobs: fs.length }, "taking back the attempts of started jobs whose host is not ready failed; they are given back uncalled");
-      for (const f of fs) this.inflight.delete(f.job.id);
       this.giveBackUncalled(fs);
       return [];
     }
@@ -519,7 +579,9 @@ export class Worker {
     return fs;
   }
 
+  /** Jobs not called after all, whose attempt may be open: released, and given back in the background. */
   private giveBackUncalled(fs: InFlight[]): void {
+    for (const f of fs) this.release(f, "given back");
     this.handled(
       giveBackUncalled(
         { db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping },
@@ -530,7 +592,10 @@ export class Worker {
 
   /** Jobs whose due instant has come: in line for a call slot. */
   private async opened(fs: InFlight[]): Promise<void> {
-    for (const f of fs) this.ready.push(f);
+    for (const f of fs) {
+      this.enter(f, "ready");
+      this.ready.push(f);
+    }
     await this.pump();
   }
 
@@ -565,17 +630,18 @@ export class Worker {
   private async runPump(): Promise<void> {
     for (;;) {
       this.pumpAgain = false;
-      const room = this.o.concurrency + this.armAhead() - this.inCall.size - this.starting - this.armed.length;
+      const c = this.count;
+      const room = this.o.concurrency + this.armAhead() - c.calling - c.starting - c.armed;
       // While armed jobs fill the slots that free, a check waits for room for half a batch:
       // started for the one slot free at that moment, it held the line for a round trip while
       // every other slot freed (checks went 1, 63, 1, 63 jobs). With nothing armed or in
       // flight, any room is used at once.
-      const minBatch = this.armed.length > 0 || this.inCall.size > 0 ? Math.ceil(this.o.concurrency / 2) : 1;
+      const minBatch = c.armed > 0 || c.calling > 0 ? Math.ceil(this.o.concurrency / 2) : 1;
       if (room <= 0 || this.ready.length === 0 || this.stopping) return;
       if (this.armAhead() > 0 && room < Math.min(minBatch, this.ready.length)) return;
       const batch = this.takeReady(room);
       if (batch.length === 0) return;
-      this.starting += batch.length;
+      for (const f of batch) this.enter(f, "starting");
       try {
         await this.admit(batch);
       } catch (err) {
@@ -584,8 +650,6 @@ export class Worker {
           { err, jobs: batch.length },
           "starting claimed jobs failed; those not given back at once wait for their leases to lapse, then are retried",
         );
-      } finally {
-        this.starting -= batch.length;
       }
       this.noteRoom();
     }
@@ -595,8 +659,8 @@ export class Worker {
   private takeReady(room: number): InFlight[] {
     const rs = this.o.reservedSlots;
     if (!rs) return this.ready.splice(0, room);
-    let lowRoom = this.o.concurrency - rs.slots - this.starting;
-    for (const id of this.inCall) if ((this.inflight.get(id)?.job.priority ?? 0) < rs.minPriority) lowRoom--;
+    let lowRoom = this.o.concurrency - rs.slots - this.count.starting;
+    for (const f of this.inflight.values()) if (f.phase === "calling" && f.job.priority < rs.minPriority) lowRoom--;
     const out: InFlight[] = [];
     for (let i = 0; i < this.ready.length && out.length < room; ) {
       const f = this.ready[i]!;
@@ -631,17 +695,18 @@ export class Worker {
   private launchArmed(): void {
     const gone: InFlight[] = [];
     // A stopping worker calls what it checked: the grace period covers it like any call.
-    while (this.armed.length > 0 && (this.inCall.size < this.o.concurrency || this.stopping)) {
+    while (this.armed.length > 0 && (this.count.calling < this.o.concurrency || this.stopping)) {
       const a = this.armed.shift()!;
       if (a.f.abort.signal.aborted) gone.push(a.f);
       else this.launch(a.f, a.attemptId, a.number, a.catchup);
     }
-    if (gone.length === 0) return;
-    for (const f of gone) {
-      this.limiter.forget(f.job.id);
-      this.inflight.delete(f.job.id);
-    }
-    this.giveBackUncalled(gone);
+    if (gone.length > 0) this.giveBackUncalled(gone);
+  }
+
+  /** Checked (attempt opened): in line for the next free call slot. */
+  private arm(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
+    this.enter(f, "armed");
+    this.armed.push({ f, attemptId, number, catchup });
   }
 
   /** Jobs the worker keeps claimed beyond its calls: what it calls in PREFETCH_HORIZON_MS. */
@@ -657,7 +722,7 @@ export class Worker {
     this.o.onRoom?.();
     // The queue is looked at again now only if the last look left work there (or nothing in
     // this process feeds the worker); else NOTIFY and the poll interval bring it.
-    if (this.queueBacklog || !this.o.onRoom) this.sleeper.wake();
+    if (this.queueBacklog || !this.o.onRoom) this.claims.poke();
   }
 
   /** Whether a claim for this worker would be a batch worth its statement (or the worker is idle). */
@@ -677,52 +742,93 @@ export class Worker {
     // Cancelled or lease lost while waiting for the instant or a slot: not called.
     const gone = fs.filter((f) => f.abort.signal.aborted);
     if (gone.length > 0) await this.returnHeld(gone);
-    const claimed = fs.filter((f) => !f.abort.signal.aborted).map((f) => f.job);
+    const claimed = fs.filter((f) => !f.abort.signal.aborted && this.inflight.get(f.job.id) === f);
     if (claimed.length === 0) return;
     try {
       const now = Date.now();
-      const deferred: { id: string; gen: number; delayMs: number }[] = [];
+      const deferred: { f: InFlight; delayMs: number }[] = [];
       const ready: InFlight[] = [];
-      for (const job of claimed) {
-        const f = this.inflight.get(job.id);
-        if (!f) continue;
+      for (const f of claimed) {
+        const { job } = f;
         const a = this.limiter.admit(laneKey(job.target.url, job.tenant, job.host_limits), job.id, this.limiter.limitsOf(job.host_limits), f, now);
         if (a.kind === "go") {
           ready.push(f);
           continue;
         }
         this.o.metrics.hostDeferrals.inc();
-        if (a.kind === "hold") this.held.add(job.id);
-        else deferred.push({ id: job.id, gen: f.gen, delayMs: a.at - now });
+        if (a.kind === "hold") this.enter(f, "held");
+        else deferred.push({ f, delayMs: a.at - now });
       }
       // Neither group waits out its leases because the other's statement failed: the jobs
       // cleared to go start first, and the others are handed back whatever happened to them.
       try {
         await this.begin(ready);
       } finally {
-        if (deferred.length > 0) {
-          await deferJobs(this.o.db, this.o.owner, deferred);
-          for (const d of deferred) this.inflight.delete(d.id);
-          this.o.log.debug({ jobs: deferred.length }, "target hosts at their limit: jobs handed back, due again shortly");
-        }
+        if (deferred.length > 0) await this.defer(deferred);
       }
     } catch (err) {
-      // Jobs claimed but never started stay leased until the reaper returns them.
-      for (const job of claimed) {
-        if (this.isCalling(job.id) || this.held.has(job.id)) continue;
-        this.limiter.forget(job.id);
-        this.inflight.delete(job.id);
-      }
+      // Jobs claimed but never started (nor held, armed or verifying) stay leased until the reaper returns them.
+      for (const f of claimed) if (f.phase === "starting") this.release(f, "failed");
       throw err;
     } finally {
-      if (this.held.size > 0) this.held.arm();
+      this.held.arm(this.heldLeft());
     }
   }
 
+  /** Jobs whose host has no room for a while: handed back to the database, due again after `delayMs`. */
+  private async defer(jobs: { f: InFlight; delayMs: number }[]): Promise<void> {
+    try {
+      await deferJobs(
+        this.o.db,
+        this.o.owner,
+        jobs.map(({ f, delayMs }) => ({ id: f.job.id, gen: f.gen, delayMs })),
+      );
+      this.o.log.debug({ jobs: jobs.length }, "target hosts at their limit: jobs handed back, due again shortly");
+    } finally {
+      for (const { f } of jobs) this.release(f, "deferred");
+    }
+  }
+
+  /**
+   * A pass over the jobs held for their host (HeldPump runs one at a time): gives back the
+   * cancelled, starts those whose host has room, hands back those held too long. Returns
+   * how many are still held, for the pump's timer.
+   */
+  private async heldPass(): Promise<number> {
+    if (this.stopping) return 0;
+    try {
+      const aborted = this.limiter.removeHeld((f) => f.abort.signal.aborted);
+      if (aborted.length > 0) await this.returnHeld(aborted);
+      const { ready, overdue } = this.limiter.pump(Date.now());
+      if (overdue.length > 0) {
+        // x.at is on this process's clock (the host's pacing): handed over as a wait.
+        const now = Date.now();
+        await this.defer(overdue.map((x) => ({ f: x.item, delayMs: x.at - now })));
+      }
+      await this.begin(ready);
+    } catch (err) {
+      this.o.log.error(
+        { err },
+        "starting jobs that waited for their host failed; those not given back at once wait for their leases to lapse, then are retried",
+      );
+    }
+    return this.heldLeft();
+  }
+
+  /** Jobs held for their host, as the pump's timer counts them (none once stopping: stop() gives them back). */
+  private heldLeft(): number {
+    return this.stopping ? 0 : this.count.held;
+  }
+
   /** The pre-call check for jobs whose host slot is reserved, then one call per job that passes it. */
-  private async begin(ready: InFlight[]): Promise<void> {
+  private async begin(fs: InFlight[]): Promise<void> {
+    for (const f of fs) this.enter(f, "starting");
     // Verify before retry: a job whose last call may have been delivered asks its target first.
-    ready = this.verifier.divert(ready);
+    const ready = this.verifier.divert(fs);
+    if (ready.length < fs.length) {
+      const go = new Set(ready);
+      for (const f of fs) if (!go.has(f)) this.enter(f, "verifying");
+    }
     if (ready.length === 0) return;
     let started: Awaited<ReturnType<typeof startAttempts>>;
     const sentAt = performance.now();
@@ -745,10 +851,6 @@ export class Worker {
       // called (its outcome could not be recorded against an attempt we do not know), and
       // everything is given back at once, not left for the reaper, which would count an
       // opened attempt as a lost call: a max_attempts 1 job would die uncalled.
-      for (const f of ready) {
-        this.limiter.forget(f.job.id);
-        this.inflight.delete(f.job.id);
-      }
       this.giveBackUncalled(ready);
       throw err;
     }
@@ -758,7 +860,7 @@ export class Worker {
       if (!f) continue;
       // The check extended the lease: the watchdog counts from it.
       f.leaseAt = Math.max(f.leaseAt, sentAt);
-      this.armed.push({ f, attemptId: s.attempt_id, number: s.number, catchup: s.catchup });
+      this.arm(f, s.attempt_id, s.number, s.catchup);
     }
     this.launchArmed();
     try {
@@ -774,29 +876,19 @@ export class Worker {
         );
         this.o.metrics.staleDispatches.inc(stale.length);
         for (const f of stale) {
-          this.inflight.delete(f.job.id);
+          this.release(f, "stale");
           const r = released.find((x) => x.id === f.job.id);
           this.o.log.info({ job_id: f.job.id, status: r?.status ?? "reclaimed" }, "dispatch is stale (cancelled or changed since the claim); not calling");
         }
       }
     } catch (err) {
-      for (const f of ready) {
-        if (this.isCalling(f.job.id)) continue;
-        this.limiter.forget(f.job.id);
-        this.inflight.delete(f.job.id);
-      }
+      for (const f of ready) if (f.phase === "starting") this.release(f, "failed");
       throw err;
     }
   }
 
-  private giveBackVerified(fs: InFlight[]): Promise<void> {
-    for (const f of fs) this.limiter.forget(f.job.id);
-    return this.returnHeld(fs);
-  }
-
-  /** Held jobs not called after all (a cancel, a lost lease, a stop): back to the database at once. */
+  /** Jobs not called after all, no attempt open (a cancel, a lost lease, a stop): back to the database at once. */
   private async returnHeld(fs: InFlight[]): Promise<void> {
-    for (const f of fs) this.held.delete(f.job.id);
     try {
       await releaseJobs(
         this.o.db,
@@ -804,7 +896,7 @@ export class Worker {
         fs.map((f) => ({ id: f.job.id, gen: f.gen })),
       );
     } finally {
-      for (const f of fs) this.inflight.delete(f.job.id);
+      for (const f of fs) this.release(f, "given back");
     }
   }
 
@@ -820,32 +912,22 @@ export class Worker {
     this.rateAt = now;
   }
 
-  /** Launched and not yet recorded (the call, then its outcome's write). */
-  private readonly calling = new Set<string>();
-  /** Calls that ended, their outcomes not written yet. */
-  private recording = 0;
-  /** Calls to targets in flight: what WORKER_CONCURRENCY bounds. */
-  private readonly inCall = new Set<string>();
-  private isCalling(id: string): boolean {
-    return this.calling.has(id);
-  }
-
+  /** Calls the target: `calling` (what WORKER_CONCURRENCY bounds) until it answers, then `finishing` until the outcome is written. */
   private launch(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
     const id = f.job.id;
-    this.calling.add(id);
-    this.inCall.add(id);
-    this.o.metrics.inflight.set(this.inCall.size);
+    this.enter(f, "calling");
+    this.o.metrics.inflight.set(this.count.calling);
     // The call slot is free once the target has answered, not once the outcome is written:
     // the write is batched with others, and a slot held through it would make every call
     // wait for a commit. The job stays in `inflight` (its lease renewed) until it is written,
     // and the claim room counts it, so unwritten outcomes cannot pile up unbounded.
     const launchedAt = performance.now();
     const called = () => {
-      if (!this.inCall.delete(id)) return;
-      this.recording++;
+      if (f.phase !== "calling") return;
+      this.enter(f, "finishing");
       const ms = performance.now() - launchedAt;
       this.callMs = this.callMs === undefined ? ms : this.callMs * 0.9 + ms * 0.1;
-      this.o.metrics.inflight.set(this.inCall.size);
+      this.o.metrics.inflight.set(this.count.calling);
       this.countCall();
       this.launchArmed();
       if (this.ready.length > 0) this.handled(this.pump());
@@ -858,16 +940,13 @@ export class Worker {
       })
       .finally(() => {
         called();
-        this.recording--;
-        this.limiter.forget(id);
-        this.inflight.delete(id);
-        this.calling.delete(id);
+        this.release(f, "recorded");
         this.calls.delete(p);
         if (this.ready.length > 0) this.handled(this.pump());
         // Even with jobs in line: the pump may start none of them (too little room for a
         // check yet), and the claim room has grown all the same.
         this.noteRoom();
-        this.held.kick();
+        this.held.kick(this.count.held);
       });
     this.calls.add(p);
   }
