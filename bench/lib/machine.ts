@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import os from "node:os";
+import { JSC_RAM_SIZE } from "./scheduler-process.ts";
 
 export interface Machine {
   cpu: string;
@@ -36,7 +37,8 @@ export function describeMachine(postgres: string, driver: string): Machine {
     cores: navigator.hardwareConcurrency || os.cpus().length,
     memory: `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
     os: osName(),
-    bun: `${Bun.version} (${Bun.revision.slice(0, 9)})`,
+    // The scheduler's processes run with the GC's RAM size its launchers set (scheduler-process.ts).
+    bun: `${Bun.version} (${Bun.revision.slice(0, 9)}); scheduler with BUN_JSC_forceRAMSize=${process.env.BUN_JSC_forceRAMSize ?? JSC_RAM_SIZE}`,
     postgres,
     driver,
   };

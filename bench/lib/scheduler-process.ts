@@ -25,6 +25,9 @@ async function freePort(): Promise<number> {
 }
 
 /** SCHEDULER_* variables of our own environment, passed on so a run can tune the scheduler. */
+/** The RAM size the scheduler's launchers tell the JS engine's GC to plan for (package.json "start", Dockerfile, fly.toml). */
+export const JSC_RAM_SIZE = "1073741824";
+
 export function passedThrough(env: Record<string, string | undefined> = process.env): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
@@ -61,6 +64,8 @@ export class SchedulerProcess {
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? "",
       HOME: process.env.HOME ?? "/tmp",
+      // As `npm start`, the Dockerfile and fly.toml run it (README "Memory"); set it to measure another value.
+      BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize ?? JSC_RAM_SIZE,
       ...passedThrough(),
       ...o.env,
       PORT: String(port),

@@ -88,8 +88,8 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
   }
   const body = job.target.body ?? "";
   const method = job.target.method;
-  const timeout = AbortSignal.timeout(ctx.callTimeoutMs ?? Number(job.timeout_ms));
-  const signal = ctx.signal ? AbortSignal.any([timeout, ctx.signal]) : timeout;
+  const limit = callLimit(ctx.callTimeoutMs ?? Number(job.timeout_ms), ctx.signal);
+  const { signal, timedOut } = limit;
   try {
     const headers = webhookHeaders(job, ctx, body, startedAt.getTime());
     if (call.host) headers.host = call.host;
@@ -115,7 +115,7 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
     });
   } catch (err) {
     const c = classifyFetchError(err);
-    const aborted = ctx.signal?.aborted && !timeout.aborted;
+    const aborted = ctx.signal?.aborted && !timedOut();
     return done({
       outcome: c.outcome,
       httpStatus: null,
@@ -124,7 +124,35 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
       retryAfterMs: null,
       refused: false,
     });
+  } finally {
+    limit.end();
   }
+}
+
+/**
+ * One signal for a call: aborted by its time limit or by `outer` (a cancel, a stop). Ended
+ * when the call is: its timer cleared and its listener removed. AbortSignal.timeout keeps
+ * its timer (and the signal) alive for the whole limit after the call, and AbortSignal.any
+ * left ~2 kB of garbage a call: in a herd, tens of MB at the peak of RSS.
+ */
+function callLimit(ms: number, outer: AbortSignal | undefined): { signal: AbortSignal; timedOut: () => boolean; end: () => void } {
+  const ac = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    ac.abort(new DOMException("The operation timed out.", "TimeoutError"));
+  }, ms);
+  const onAbort = () => ac.abort(outer?.reason);
+  if (outer?.aborted) onAbort();
+  else outer?.addEventListener("abort", onAbort, { once: true });
+  return {
+    signal: ac.signal,
+    timedOut: () => timedOut,
+    end: () => {
+      clearTimeout(timer);
+      outer?.removeEventListener("abort", onAbort);
+    },
+  };
 }
 
 const MAX_ANSWER_BYTES = 64 * 1024;

@@ -5,6 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { JSC_RAM_SIZE } from "../../bench/lib/scheduler-process.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 
@@ -40,6 +41,16 @@ describe("deployment files", () => {
     expect(user).toBeDefined();
     expect(user!.startsWith("root") || user!.startsWith("0")).toBe(false);
     expect(text).toContain('ENTRYPOINT ["/usr/local/bin/scheduler"]');
+  });
+
+  test("every launcher tells the JS engine's GC the same RAM size: npm start, the Dockerfile, fly.toml, and the benches", () => {
+    // Unset, the GC plans for the host's RAM and a burst of calls peaks ~70 MB higher (README "Memory").
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+    expect(pkg.scripts.start).toBe(`BUN_JSC_forceRAMSize=\${BUN_JSC_forceRAMSize:-${JSC_RAM_SIZE}} bun src/main.ts`);
+    expect(readFileSync(join(ROOT, "Dockerfile"), "utf8")).toContain(`\nENV BUN_JSC_forceRAMSize=${JSC_RAM_SIZE}\n`);
+    const fly = Bun.TOML.parse(readFileSync(join(ROOT, "fly.toml"), "utf8")) as any;
+    expect(fly.env.BUN_JSC_forceRAMSize).toBe(JSC_RAM_SIZE);
+    expect(Number(JSC_RAM_SIZE)).toBe(2 ** 30);
   });
 
   test("patches/ (patch-package, the postinstall script) reach npm ci in the Dockerfile, fit the locked versions, and are applied here", () => {
