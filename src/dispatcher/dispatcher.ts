@@ -60,25 +60,42 @@ export interface DispatcherOptions {
   clock?: DbClock;
 }
 
+/** The room a worker in this process gives one claim (LocalWorker.fill). */
+export interface LocalRoom {
+  /** Jobs of any priority the claim may take. */
+  any: number;
+  /** Jobs of the reserved class only (SCHEDULER_RESERVED_SLOTS), beyond `any`. */
+  reserved: number;
+  /** How many it may start: open their attempts, the claim being their pre-call check (ClaimDueIds). */
+  startLimit: number;
+  /** Take only what starts at once (startLimit), not a prefetch. */
+  onlyWhatStarts: boolean;
+}
+
+/**
+ * A worker in this process, as its dispatcher sees it: one call a claim. fill() gives the
+ * claim the worker's room (or runs nothing and answers undefined, when a claim now would not
+ * be worth its statements), takes each batch the claim hands it, and takes its room back
+ * when the claim ends. Returns the jobs it took.
+ */
 export interface LocalWorker {
-  owner: string;
-  /** Reserves up to n call slots; returns how many it got. */
-  takeSlots(n: number): number;
-  giveBack(n: number): void;
-  /** The same for the slots only the reserved class may use (after takeSlots). */
-  takeReservedSlots(n: number): number;
-  giveBackReserved(n: number): void;
-  /** `roundTripMs`: how long the claim that took them ran. */
-  accept(jobs: ClaimRow[], roundTripMs?: number): void;
-  /**
-   * How many of the jobs a claim may start now, the claim being their pre-call check
-   * (ClaimDueIds).
-   */
-  startRoom(): number;
-  /** Whether claims take only what starts at once (startRoom), not a prefetch. */
-  claimsOnlyWhatStarts(): boolean;
-  /** Whether a claim now would be a batch worth its statements (or the worker is idle). */
-  wantsMore(): boolean;
+  readonly owner: string;
+  fill(max: number, claim: (room: LocalRoom, hand: (jobs: ClaimRow[], roundTripMs: number) => void) => Promise<void>): Promise<ClaimRow[] | undefined>;
+}
+
+/** What one claim pass did: `capped`, nothing was claimed (no room, or a full queue); `localFull`, the worker in this process had no room. */
+interface ClaimOutcome {
+  claimed: number;
+  full: boolean;
+  capped: boolean;
+  localFull?: boolean;
+}
+
+/** What a claim path took: `claimed` undefined when it sent no claim; `limit`, how many it asked for. */
+interface ClaimTaken {
+  claimed?: ClaimRow[];
+  limit: number;
+  localFull?: boolean;
 }
 
 export const DISPATCH_LEASE = "dispatch";
@@ -305,7 +322,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
   }
 
-  private async claim(fence: ShardFence): Promise<{ claimed: number; full: boolean; capped: boolean; localFull?: boolean }> {
+  private async claim(fence: ShardFence): Promise<ClaimOutcome> {
     // Every shard's epoch comes from one never-reset sequence, above all epochs handed out
     // before it was taken, so the highest epoch this dispatcher held is above every token an
     // earlier holder of any of its shards could stamp, and it does not go down (as the
@@ -316,25 +333,33 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (this.term.generation !== fence.generation) this.term = { generation: fence.generation, epoch: 0 };
     this.term.epoch = Math.max(this.term.epoch, ...fence.shards.map((h) => h.epoch));
     const token = fencingToken(fence.generation, this.term.epoch);
-    const local = this.o.localWorker;
-    const rs = this.o.reservedSlots;
     // With a worker in this process, due jobs go to it only, straight into running under its
     // lease: `queued` is for workers in other processes, and a job queued here would only be
-    // claimed a second time by this same worker. A claim waits until the worker has room for
-    // a batch, so each one carries many jobs.
-    if (local && !local.wantsMore()) return { claimed: 0, full: false, capped: true, localFull: true };
-    const room = local ? local.takeSlots(this.o.batch) : 0;
-    const roomHigh = local && rs ? local.takeReservedSlots(this.o.batch - room) : 0;
-    let claimed: ClaimRow[] = [];
-    let limit: number;
-    if (local && room + roomHigh === 0) {
-      return { claimed: 0, full: false, capped: true, localFull: true };
-    } else if (local) {
-      const startLimit = local.startRoom();
+    // claimed a second time by this same worker.
+    const local = this.o.localWorker;
+    const r: ClaimTaken = local ? await this.claimForLocal(local, fence, token) : await this.claimForQueue(fence, token);
+    if (!r.claimed) return { claimed: 0, full: false, capped: true, localFull: r.localFull };
+    for (const c of r.claimed) {
+      this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
+      this.o.metrics.shardDispatched.inc({ shard: String(Math.floor((c.slot * this.o.shards) / SLOTS)) });
+    }
+    if (r.claimed.length > 0) this.o.log.debug({ count: r.claimed.length, token }, "dispatched due jobs");
+    return { claimed: r.claimed.length, full: r.claimed.length === r.limit, capped: false };
+  }
+
+  /**
+   * Claims for the worker in this process, straight into running under its lease. A claim
+   * waits until the worker has room for a batch, so each one carries many jobs. No claim
+   * (claimed undefined) when the worker is full.
+   */
+  private async claimForLocal(local: LocalWorker, fence: ShardFence, token: number): Promise<ClaimTaken> {
+    const rs = this.o.reservedSlots;
+    let limit = 0;
+    const claimed = await local.fill(this.o.batch, async (room, hand) => {
       // Claims that start their jobs take only what starts (the rest stays scheduled, where
-      // the planner still chooses among it); the room taken beyond that goes back below.
-      limit = startLimit > 0 && local.claimsOnlyWhatStarts() ? Math.min(room, startLimit) + roomHigh : room + roomHigh;
-      const direct = { fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner, startLimit };
+      // the planner still chooses among it).
+      limit = room.onlyWhatStarts && room.startLimit > 0 ? Math.min(room.any, room.startLimit) + room.reserved : room.any + room.reserved;
+      const direct = { fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner, startLimit: room.startLimit };
       // Claimed jobs are running under the worker's lease from the claim's commit on: they
       // go to it even if a later step of the pass throws, or they would wait out the lease.
       const handOver = async (p: ClaimParams) => {
@@ -343,57 +368,53 @@ export class Dispatcher extends PeriodicLoop<number> {
         try {
           await this.claimer.claim(p, got);
         } finally {
-          if (got.length > 0) local.accept(got, performance.now() - sentAt);
-          claimed = claimed.concat(got);
+          hand(got, performance.now() - sentAt);
         }
       };
-      try {
-        // The reserved slots first, for their class only; then the rest for anyone.
-        if (roomHigh > 0) await handOver({ ...direct, limit: roomHigh, minPriority: rs!.minPriority });
-        if (room > 0) await handOver({ ...direct, limit: limit - roomHigh });
-      } finally {
-        local.giveBack(room);
-        local.giveBackReserved(roomHigh);
-      }
+      // The reserved slots first, for their class only; then the rest for anyone.
+      if (room.reserved > 0) await handOver({ ...direct, limit: room.reserved, minPriority: rs!.minPriority });
+      if (room.any > 0) await handOver({ ...direct, limit: limit - room.reserved });
+    });
+    return claimed ? { claimed, limit } : { limit, localFull: true };
+  }
+
+  /**
+   * Claims into `queued` for workers in other processes. The queue is kept short: about half
+   * a second of what workers have been taking. Beyond that, due jobs are better left
+   * scheduled, where the planner's fairness, priority and quotas still choose among them,
+   * than parked in queued in the order of one claim. No claim (claimed undefined) when full.
+   */
+  private async claimForQueue(fence: ShardFence, token: number): Promise<ClaimTaken> {
+    const rs = this.o.reservedSlots;
+    const cap = this.o.batch * 2;
+    const depth = await countQueued(this.o.db, cap);
+    const target = this.uptake.target(depth, cap);
+    const space = target - depth;
+    let limit: number;
+    let minPriority: number | undefined;
+    if (space > 0) {
+      limit = Math.min(this.o.batch, space);
     } else {
-      // For workers elsewhere. The queue is kept short: about half a second of what workers
-      // have been taking. Beyond that, due jobs are better left scheduled, where the
-      // planner's fairness, priority and quotas still choose among them, than parked in
-      // queued in the order of one claim.
-      const cap = this.o.batch * 2;
-      const depth = await countQueued(this.o.db, cap);
-      const target = this.uptake.target(depth, cap);
-      const space = target - depth;
-      let minPriority: number | undefined;
-      if (space > 0) {
-        limit = Math.min(this.o.batch, space);
-      } else {
-        // A full queue of other work must not keep the reserved class from its reserved
-        // slots: it has a small lane of its own beyond the target.
-        const high = rs ? await countQueued(this.o.db, RESERVED_QUEUE, rs.minPriority) : RESERVED_QUEUE;
-        if (high >= RESERVED_QUEUE) return { claimed: 0, full: false, capped: true };
-        limit = RESERVED_QUEUE - high;
-        minPriority = rs!.minPriority;
-      }
-      // Queued jobs wait under a lease too; if no worker takes them in this long, the
-      // reaper hands them back.
-      try {
-        await this.claimer.claim({ fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority }, claimed);
-      } finally {
-        // Queued by a committed claim: workers are told even if a later step of the pass threw.
-        // They are elsewhere (a worker in this process takes the local path above), so
-        // NOTIFY is their one wake-up.
-        if (claimed.length > 0) await notifyQueued(this.o.db, claimed.length);
-      }
-      if (minPriority !== undefined && claimed.length === 0) return { claimed: 0, full: false, capped: true };
-      this.uptake.queued(depth + claimed.length);
+      // A full queue of other work must not keep the reserved class from its reserved
+      // slots: it has a small lane of its own beyond the target.
+      const high = rs ? await countQueued(this.o.db, RESERVED_QUEUE, rs.minPriority) : RESERVED_QUEUE;
+      if (high >= RESERVED_QUEUE) return { limit: 0 };
+      limit = RESERVED_QUEUE - high;
+      minPriority = rs!.minPriority;
     }
-    for (const c of claimed) {
-      this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
-      this.o.metrics.shardDispatched.inc({ shard: String(Math.floor((c.slot * this.o.shards) / SLOTS)) });
+    const claimed: ClaimRow[] = [];
+    // Queued jobs wait under a lease too; if no worker takes them in this long, the
+    // reaper hands them back.
+    try {
+      await this.claimer.claim({ fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority }, claimed);
+    } finally {
+      // Queued by a committed claim: workers are told even if a later step of the pass threw.
+      // They are in other processes, so NOTIFY is their one wake-up.
+      if (claimed.length > 0) await notifyQueued(this.o.db, claimed.length);
     }
-    if (claimed.length > 0) this.o.log.debug({ count: claimed.length, token }, "dispatched due jobs");
-    return { claimed: claimed.length, full: claimed.length === limit, capped: false };
+    if (minPriority !== undefined && claimed.length === 0) return { limit };
+    this.uptake.queued(depth + claimed.length);
+    return { claimed, limit };
   }
 
   protected nextDelayMs(): number {

@@ -1,5 +1,6 @@
 import type { Db } from "../store/db.ts";
 import type { ClaimedJob, ClaimRow } from "../store/types.ts";
+import type { LocalRoom, LocalWorker } from "../dispatcher/dispatcher.ts";
 import { claimQueued, deferJobs, releaseJobs, startAttempts, unstartAtClaim } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
@@ -130,7 +131,7 @@ const MIN_START_BATCH = 8;
  * a generation-checked update. stop() stops claiming, lets calls finish for the grace
  * period, aborts what is left and writes every outcome before returning.
  */
-export class Worker {
+export class Worker implements LocalWorker {
   /** Every claimed job of this worker, with its phase: the one owner of per-job state. */
   readonly inflight = new Map<string, InFlight>();
   private readonly count: Record<Phase, number> = {
@@ -353,8 +354,8 @@ export class Worker {
    * the reserved class first. Returns how many jobs it claimed.
    */
   async claimPass(): Promise<number> {
-    const free = this.takeSlots(MAX_CLAIM);
-    const high = this.takeReservedSlots(MAX_CLAIM - free);
+    const free = this.slots.take(MAX_CLAIM);
+    const high = this.slots.takeReserved(MAX_CLAIM - free);
     if (free + high === 0) return 0;
     try {
       // Reserved slots first: their class must not wait behind the general claim.
@@ -363,8 +364,8 @@ export class Worker {
       this.queueBacklog = n >= free + high;
       return n;
     } finally {
-      this.giveBack(free);
-      this.giveBackReserved(high);
+      this.slots.giveBack(free);
+      this.slots.giveBackReserved(high);
     }
   }
 
@@ -372,45 +373,55 @@ export class Worker {
     return this.o.owner;
   }
 
-  /** LocalWorker: promises up to n call slots to a claim; returns how many. */
-  takeSlots(n: number): number {
-    return this.slots.take(n);
-  }
-
-  giveBack(n: number): void {
-    this.slots.giveBack(n);
-  }
-
-  takeReservedSlots(n: number): number {
-    return this.slots.takeReserved(n);
-  }
-
-  giveBackReserved(n: number): void {
-    this.slots.giveBackReserved(n);
+  /**
+   * LocalWorker: one claim by the dispatcher in this process, for up to `max` jobs. The room is
+   * promised before the claim is sent (so two claims cannot overshoot it) and taken back when
+   * it ends; every batch the claim hands over is this worker's from its commit on, even if the
+   * claim then throws. Undefined, without running the claim, when it would not be a batch
+   * worth its statements (wantsMore) or there is no room.
+   */
+  async fill(max: number, claim: (room: LocalRoom, hand: (jobs: ClaimRow[], roundTripMs: number) => void) => Promise<void>): Promise<ClaimRow[] | undefined> {
+    if (!this.wantsMore()) return undefined;
+    const any = this.slots.take(max);
+    const reserved = this.o.reservedSlots ? this.slots.takeReserved(max - any) : 0;
+    const got: ClaimRow[] = [];
+    try {
+      if (any + reserved === 0) return undefined;
+      const room = { any, reserved, startLimit: this.startRoom(), onlyWhatStarts: this.claimsOnlyWhatStarts() };
+      await claim(room, (jobs, roundTripMs) => {
+        if (jobs.length === 0) return;
+        this.accept(jobs, roundTripMs);
+        for (const j of jobs) got.push(j);
+      });
+      return got;
+    } finally {
+      this.slots.giveBack(any);
+      this.slots.giveBackReserved(reserved);
+    }
   }
 
   /**
-   * LocalWorker: how many jobs a claim may start now (its statement being their pre-call
+   * How many jobs a claim may start now (its statement being their pre-call
    * check, see ClaimDueIds): what the pump would check at once, beyond the jobs already in
    * line. None with per-host limits configured or reserved slots (those jobs go through the
    * limiter and the slot classes before their check) or pre-staging (its jobs wait in memory
    * for their instant by design).
    */
-  startRoom(): number {
+  private startRoom(): number {
     if (!this.canStartAtClaim()) return 0;
     const c = this.count;
     return Math.max(0, this.o.concurrency + this.armAhead() - c.calling - c.starting - c.armed - c.ready);
   }
 
   /**
-   * LocalWorker: whether the dispatcher in this process claims only what can start at once
+   * Whether the dispatcher in this process claims only what can start at once
    * (startRoom), each claim the pre-call check of its jobs, so that nothing waits claimed in
    * memory for a separate check. Only with enough call slots that half of them make a batch
    * (MIN_START_BATCH): a claim pass is three statements where a check is one, and claims of
    * one or two jobs cost more than prefetching and checking (with 2 slots on PGlite the rate
    * halved). Otherwise claims prefetch as before, and start only what can start of them.
    */
-  claimsOnlyWhatStarts(): boolean {
+  private claimsOnlyWhatStarts(): boolean {
     return this.o.concurrency >= 2 * MIN_START_BATCH && this.canStartAtClaim();
   }
 
@@ -423,8 +434,8 @@ export class Worker {
    * `roundTripMs`: how long that claim took; a claim that started jobs was their pre-call
    * check, and sizes how far ahead of the slots jobs are armed (armAhead).
    */
-  accept(jobs: ClaimRow[], roundTripMs?: number): void {
-    if (roundTripMs !== undefined && jobs.some((j) => j.attempt_id !== null)) {
+  private accept(jobs: ClaimRow[], roundTripMs: number): void {
+    if (jobs.some((j) => j.attempt_id !== null)) {
       this.checkMs = this.checkMs === undefined ? roundTripMs : this.checkMs * 0.8 + roundTripMs * 0.2;
     }
     this.reserve(jobs, performance.now());
