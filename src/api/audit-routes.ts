@@ -7,7 +7,7 @@ import { queryInt } from "./request.ts";
 
 export function auditView(a: AuditRow) {
   return {
-    id: Number(a.id),
+    id: a.id,
     at: a.at.toISOString(),
     actor: a.actor,
     tenant: a.tenant,

@@ -47,17 +47,17 @@ export function jobView(j: JobRow, attempts?: AttemptRow[], storedBody?: string)
     nominal_time: iso(j.nominal_time),
     target,
     priority: j.priority,
-    retry: { max_attempts: j.max_attempts, base: formatDuration(Number(j.backoff_base_ms)), max: formatDuration(Number(j.backoff_max_ms)) },
-    timeout: formatDuration(Number(j.timeout_ms)),
+    retry: { max_attempts: j.max_attempts, base: formatDuration(j.backoff_base_ms), max: formatDuration(j.backoff_max_ms) },
+    timeout: formatDuration(j.timeout_ms),
     expires_at: iso(j.expires_at),
-    window: formatDuration(Number(j.window_ms)),
+    window: formatDuration(j.window_ms),
     host_limits: hostLimitsView(j.host_limits),
     async: j.async,
     verify: j.verify_url ? { url: j.verify_url } : null,
     // Async jobs: the last checkpoint their target stored (sent back to the next attempt).
     ...(j.async ? { checkpoint: j.checkpoint === null ? null : JSON.parse(j.checkpoint) } : {}),
     cancel_requested: j.cancel_requested,
-    epoch: j.epoch === null ? null : Number(j.epoch),
+    epoch: j.epoch,
     dead_reason: j.dead_reason,
     // Times taken out of the dead-letter queue (the id stays; see GET /v1/dlq).
     replays: j.replays,
@@ -85,7 +85,7 @@ export function attemptView(a: AttemptRow) {
     late_outcome: a.late_outcome ?? null,
     late_http_status: a.late_http_status ?? null,
     late_at: iso(a.late_at ?? null),
-    epoch: a.epoch === null ? null : Number(a.epoch),
+    epoch: a.epoch,
     worker: a.worker,
   };
 }

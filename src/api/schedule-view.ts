@@ -4,7 +4,7 @@ import { formatDuration } from "../time/duration.ts";
 import { hostLimitsView, targetView } from "./job-view.ts";
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
-const dur = (ms: string | number) => formatDuration(Number(ms));
+const dur = (ms: number) => formatDuration(ms);
 
 /** The schedule object: what was asked, the effective DST policy and the generation state. */
 export function scheduleView(s: ScheduleRow, rule: CronRule | null, storedBody?: string) {
@@ -34,7 +34,7 @@ export function scheduleView(s: ScheduleRow, rule: CronRule | null, storedBody?:
     next_fire_at: iso(s.next_fire_at),
     next_fire_local: s.next_fire_at && rule ? rule.local(s.next_fire_at.getTime()) : null,
     last_nominal_at: iso(s.last_nominal_at),
-    occurrences: { generated: Number(s.occurrences_generated), skipped: Number(s.occurrences_skipped), misfired: Number(s.occurrences_misfired) },
+    occurrences: { generated: s.occurrences_generated, skipped: s.occurrences_skipped, misfired: s.occurrences_misfired },
     last_skip_at: iso(s.last_skip_at),
     last_skip_reason: s.last_skip_reason,
     version: s.version,

@@ -115,8 +115,8 @@ export class ScheduleGenerator {
       nextFireAt: s.next_fire_at!.getTime(),
       nowMs,
       misfire: s.misfire,
-      misfireGraceMs: s.misfire_grace_ms === null ? null : Number(s.misfire_grace_ms),
-      catchupWindowMs: Number(s.catchup_window_ms),
+      misfireGraceMs: s.misfire_grace_ms,
+      catchupWindowMs: s.catchup_window_ms,
       endAt: s.end_at?.getTime() ?? null,
       maxScan: MAX_SCAN,
     });
@@ -174,7 +174,7 @@ export class ScheduleGenerator {
 
   /** Where the window spreads the occurrence, and when it is due: catch-up is paced per tenant. */
   private place(s: ScheduleRow, occ: Occurrence, nowMs: number, heldBack: boolean): NewJob {
-    const spread = occ.nominal + windowJitter(Number(s.window_ms));
+    const spread = occ.nominal + windowJitter(s.window_ms);
     let due = spread;
     if (occ.late) {
       // Catch-up is released at a bounded rate, never as one burst.

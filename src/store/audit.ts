@@ -3,7 +3,7 @@ import type { AuditEntry } from "./jobs.ts";
 import { sql } from "./sql.ts";
 
 export interface AuditRow {
-  id: string | number;
+  id: number;
   at: Date;
   actor: string;
   tenant: string | null;

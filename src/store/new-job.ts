@@ -110,9 +110,9 @@ function fromSchedule(s: ScheduleRow, nominal: Date) {
     target: s.target,
     max_attempts: s.max_attempts,
     // bigint columns read back as strings on both drivers.
-    backoff_base_ms: Number(s.backoff_base_ms),
-    backoff_max_ms: Number(s.backoff_max_ms),
-    timeout_ms: Number(s.timeout_ms),
+    backoff_base_ms: s.backoff_base_ms,
+    backoff_max_ms: s.backoff_max_ms,
+    timeout_ms: s.timeout_ms,
     expires_at: null,
     async: s.async ?? false,
     host_limits: s.host_limits ?? null,
@@ -127,12 +127,12 @@ function fromSchedule(s: ScheduleRow, nominal: Date) {
  * its grace after the instant it is released.
  */
 export function occurrenceJob(s: ScheduleRow, occ: PlacedOccurrence): NewJob {
-  const startWithin = s.misfire === "skip" || occ.strictStart ? occ.graceMs : Number(s.catchup_window_ms);
+  const startWithin = s.misfire === "skip" || occ.strictStart ? occ.graceMs : s.catchup_window_ms;
   return {
     ...fromSchedule(s, new Date(occ.nominal)),
     due_at: occ.heldBack ? "infinity" : new Date(occ.due),
     scheduled_for: new Date(occ.due),
-    window_ms: Number(s.window_ms),
+    window_ms: s.window_ms,
     start_by: new Date(Math.max(occ.spread + startWithin, occ.late ? occ.due + occ.graceMs : 0)),
     catchup_after: new Date(occ.spread + occ.graceMs),
     catchup: occ.late,

@@ -1,4 +1,5 @@
 import { PGlite, types } from "@electric-sql/pglite";
+import { parseInt8 } from "./int8.ts";
 import { mkdirSync } from "node:fs";
 import type { Db, Queryable, Tx } from "./db.ts";
 import { acquireDirLock } from "./dir-lock.ts";
@@ -37,8 +38,8 @@ export async function openPglite(opts: PgliteDriverOptions): Promise<PgliteDb> {
       dataDir: opts.dataDir,
       loadDataDir: opts.loadDataDir,
       ...assets,
-      // int8 as string, like postgres.js, so row mappers behave the same on both drivers.
-      parsers: { [types.INT8]: (v: string) => v },
+      // int8 as a number on both drivers (int8.ts): rows reach the code typed once.
+      parsers: { [types.INT8]: parseInt8 },
     });
   let pg: PGlite;
   try {

@@ -1,5 +1,6 @@
 import postgres from "postgres";
 import type { Db, Queryable, Tx } from "./db.ts";
+import { parseInt8 } from "./int8.ts";
 
 export interface PostgresDriverOptions {
   url: string;
@@ -8,12 +9,14 @@ export interface PostgresDriverOptions {
   applicationName?: string;
 }
 
-// Timestamps come back as Date and int8 as string by default; keep int8 as string and let
-// row mappers convert, so no driver silently loses precision.
+// Timestamps come back as Date; int8 as a number (int8.ts: refused, not rounded, beyond 2^53),
+// the same on both drivers, so rows reach the code typed once.
 export function openPostgres(opts: PostgresDriverOptions): Db {
   const sql = postgres(opts.url, {
     max: opts.maxConnections ?? 10,
     onnotice: () => {},
+    // Parameters are sent as before (the driver's default is the same text).
+    types: { int8: { to: 20, from: [20], parse: parseInt8, serialize: (x: unknown) => `${x}` } },
     connection: { application_name: opts.applicationName ?? "scheduler" },
     // Cancelled statements and idle connections should not keep a crashed peer's locks.
     idle_timeout: 60,

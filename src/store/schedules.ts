@@ -42,17 +42,17 @@ export interface ScheduleFields {
 
 export interface ScheduleRow
   extends Omit<ScheduleFields, "backoff_base_ms" | "backoff_max_ms" | "timeout_ms" | "misfire_grace_ms" | "catchup_window_ms" | "window_ms"> {
-  backoff_base_ms: string;
-  backoff_max_ms: string;
-  timeout_ms: string;
-  misfire_grace_ms: string | null;
-  catchup_window_ms: string;
-  window_ms: string;
+  backoff_base_ms: number;
+  backoff_max_ms: number;
+  timeout_ms: number;
+  misfire_grace_ms: number | null;
+  catchup_window_ms: number;
+  window_ms: number;
   paused_reason: string | null;
   last_nominal_at: Date | null;
-  occurrences_generated: string;
-  occurrences_skipped: string;
-  occurrences_misfired: string;
+  occurrences_generated: number;
+  occurrences_skipped: number;
+  occurrences_misfired: number;
   last_skip_at: Date | null;
   last_skip_reason: string | null;
   version: number;
@@ -72,15 +72,15 @@ export function fieldsOf(r: ScheduleRow): ScheduleFields {
     target: r.target,
     priority: r.priority,
     max_attempts: r.max_attempts,
-    backoff_base_ms: Number(r.backoff_base_ms),
-    backoff_max_ms: Number(r.backoff_max_ms),
-    timeout_ms: Number(r.timeout_ms),
+    backoff_base_ms: r.backoff_base_ms,
+    backoff_max_ms: r.backoff_max_ms,
+    timeout_ms: r.timeout_ms,
     misfire: r.misfire,
-    misfire_grace_ms: r.misfire_grace_ms === null ? null : Number(r.misfire_grace_ms),
-    catchup_window_ms: Number(r.catchup_window_ms),
+    misfire_grace_ms: r.misfire_grace_ms,
+    catchup_window_ms: r.catchup_window_ms,
     overlap: r.overlap,
     max_queued: r.max_queued,
-    window_ms: Number(r.window_ms),
+    window_ms: r.window_ms,
     paused: r.paused,
     paused_reason: r.paused_reason,
     start_at: r.start_at,

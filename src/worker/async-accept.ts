@@ -14,7 +14,7 @@ export const ASYNC_CALL_TIMEOUT_MS = 30_000;
 /** The extra parts of an async job's call: its lease token and the call's time limit. */
 export function asyncCallContext(job: ClaimedJob, gen: number): Pick<DeliveryContext, "leaseToken" | "callTimeoutMs"> {
   if (!job.async || !job.lease_key) return {};
-  return { leaseToken: makeLeaseToken(job.lease_key, job.id, gen), callTimeoutMs: Math.min(Number(job.timeout_ms), ASYNC_CALL_TIMEOUT_MS) };
+  return { leaseToken: makeLeaseToken(job.lease_key, job.id, gen), callTimeoutMs: Math.min(job.timeout_ms, ASYNC_CALL_TIMEOUT_MS) };
 }
 
 /** Whether this answer hands the job over: an async job's target answered 2xx. */

@@ -28,7 +28,7 @@ export function decideAsync(
     report.kind === "failed"
       ? `the target reported failure${report.error ? `: ${report.error}` : ""}`
       : report.kind === "timed_out"
-        ? `timed out: still running ${formatDuration(Number(job.timeout_ms))} after the attempt started (timeout is the execution ceiling of an async job)`
+        ? `timed out: still running ${formatDuration(job.timeout_ms)} after the attempt started (timeout is the execution ceiling of an async job)`
         : null;
   const r: DeliveryResult = {
     outcome: report.kind === "succeeded" ? "success" : report.kind === "failed" ? "transient" : "unknown",
@@ -79,7 +79,7 @@ export async function endTimedOutAsync(db: Queryable, limit: number, log: Logger
     if (!row) continue; // reported or reaped meanwhile
     ended++;
     metrics.asyncTimeouts.inc();
-    log.warn({ job_id: job.id, status: row.status, timeout_ms: Number(job.timeout_ms) }, "async job ran past its timeout; attempt ended");
+    log.warn({ job_id: job.id, status: row.status, timeout_ms: job.timeout_ms }, "async job ran past its timeout; attempt ended");
   }
   return ended;
 }

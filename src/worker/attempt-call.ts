@@ -40,7 +40,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
   // Made when a line is written, not per call: a child logger serializes its bindings at once,
   // ~3 % of the worker's CPU in a burst where nothing was logged (info off).
   let child: Logger | undefined;
-  const log = () => (child ??= d.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId, epoch: job.epoch === null ? null : Number(job.epoch) }));
+  const log = () => (child ??= d.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId, epoch: job.epoch }));
   const startMs = d.clock.now();
   if (job.queued_at) d.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
   d.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));

@@ -28,7 +28,7 @@ export function decideNext(job: ClaimedJob, r: DeliveryResult, nowMs: number, ra
     const limit = expiresAt ?? job.throttle_until?.getTime() ?? nowMs + THROTTLE_LIMIT_MS;
     const wait = Math.max(
       r.retryAfterMs ?? 0,
-      backoffDelay({ attempt: Math.max(1, job.calls), baseMs: Number(job.backoff_base_ms), maxMs: Number(job.backoff_max_ms), random }),
+      backoffDelay({ attempt: Math.max(1, job.calls), baseMs: job.backoff_base_ms, maxMs: job.backoff_max_ms, random }),
     );
     const next = nowMs + wait;
     const throttleUntil = job.throttle_until ? null : new Date(nowMs + THROTTLE_LIMIT_MS);
@@ -41,7 +41,7 @@ export function decideNext(job: ClaimedJob, r: DeliveryResult, nowMs: number, ra
   }
   // transient or unknown: a try used up.
   if (tries >= job.max_attempts) return { ...base, status: "dead", countsTry: true, deadReason: "max_attempts" };
-  const wait = backoffDelay({ attempt: tries, baseMs: Number(job.backoff_base_ms), maxMs: Number(job.backoff_max_ms), random });
+  const wait = backoffDelay({ attempt: tries, baseMs: job.backoff_base_ms, maxMs: job.backoff_max_ms, random });
   if (expiresAt !== null && nowMs + wait >= expiresAt) {
     return { ...base, status: "expired", countsTry: true, error: `${r.error}; next try would fall after expires_at` };
   }

@@ -49,7 +49,7 @@ export function webhookHeaders(job: ClaimedJob, ctx: DeliveryContext, body: stri
   h["idempotency-key"] = job.idempotency_key ?? (job.schedule_id && job.nominal_time ? `${job.schedule_id}@${job.nominal_time.toISOString()}` : job.id);
   h["scheduler-attempt"] = String(ctx.attemptNumber);
   h["scheduler-attempt-id"] = ctx.attemptId;
-  h["scheduler-fencing-token"] = job.epoch ?? "0";
+  h["scheduler-fencing-token"] = String(job.epoch ?? 0);
   h["scheduler-scheduled-for"] = job.scheduled_for.toISOString();
   if (job.nominal_time) h["scheduler-nominal-time"] = job.nominal_time.toISOString();
   if (ctx.catchup) h["scheduler-catchup"] = "true";
@@ -88,7 +88,7 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
   }
   const body = job.target.body ?? "";
   const method = job.target.method;
-  const limit = callLimit(ctx.callTimeoutMs ?? Number(job.timeout_ms), ctx.signal);
+  const limit = callLimit(ctx.callTimeoutMs ?? job.timeout_ms, ctx.signal);
   const { signal, timedOut } = limit;
   try {
     const headers = webhookHeaders(job, ctx, body, startedAt.getTime());

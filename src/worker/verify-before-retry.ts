@@ -71,7 +71,7 @@ export class RetryVerifier {
       const answer = await askVerify(job, job.verify_url!, {
         signingKeys: this.d.keyring?.keysFor(job.tenant, job.schedule_id),
         allowPrivateTargets: this.d.allowPrivateTargets,
-        timeoutMs: Math.min(VERIFY_TIMEOUT_MS, Number(job.timeout_ms)),
+        timeoutMs: Math.min(VERIFY_TIMEOUT_MS, job.timeout_ms),
         signal: f.abort.signal,
       });
       this.d.metrics.verifyChecks.inc({ result: answer.result });

@@ -28,15 +28,15 @@ const schedule = (over: Partial<ScheduleRow> = {}): ScheduleRow => ({
   target: TARGET,
   priority: 7,
   max_attempts: 3,
-  backoff_base_ms: "2000",
-  backoff_max_ms: "90000",
-  timeout_ms: "15000",
+  backoff_base_ms: 2000,
+  backoff_max_ms: 90000,
+  timeout_ms: 15000,
   misfire: "fire_once",
   misfire_grace_ms: null,
-  catchup_window_ms: "3600000",
+  catchup_window_ms: 3600000,
   overlap: "skip",
   max_queued: 1,
-  window_ms: "0",
+  window_ms: 0,
   paused: false,
   paused_reason: null,
   start_at: null,
@@ -46,9 +46,9 @@ const schedule = (over: Partial<ScheduleRow> = {}): ScheduleRow => ({
   async: true,
   verify_url: "https://example.com/verify",
   last_nominal_at: null,
-  occurrences_generated: "0",
-  occurrences_skipped: "0",
-  occurrences_misfired: "0",
+  occurrences_generated: 0,
+  occurrences_skipped: 0,
+  occurrences_misfired: 0,
   last_skip_at: null,
   last_skip_reason: null,
   version: 1,
@@ -151,7 +151,7 @@ describe("occurrenceJob", () => {
   const onTime = { nominal: T, late: false, graceMs: 60_000, spread: T + 300, due: T + 300, heldBack: false };
 
   test("copies the schedule, names the occurrence by its nominal time, is due at its spread instant", () => {
-    const j = occurrenceJob(schedule({ window_ms: "1000" }), onTime);
+    const j = occurrenceJob(schedule({ window_ms: 1000 }), onTime);
     expect(j).toMatchObject({
       tenant: "t1",
       priority: 7,
@@ -201,7 +201,7 @@ describe("occurrenceJob", () => {
 describe("triggeredJob", () => {
   test("a manual run: nominal and due now, no window, no start-by", () => {
     const now = new Date(T + 1234);
-    const j = triggeredJob(schedule({ window_ms: "5000" }), now);
+    const j = triggeredJob(schedule({ window_ms: 5000 }), now);
     expect(j).toMatchObject({
       tenant: "t1",
       due_at: now,
