@@ -14,7 +14,7 @@ import { PayloadCache } from "./payload-cache.ts";
 import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
 import { HeldPump } from "./held-pump.ts";
 import { QueueClaims } from "./queue-claims.ts";
-import { SlotLedger } from "./slot-ledger.ts";
+import { SlotLedger, type SlotLoad } from "./slot-ledger.ts";
 import { giveBackUncalled } from "./give-back-uncalled.ts";
 import { DbClock } from "../time/db-clock.ts";
 import { RetryVerifier } from "./verify-before-retry.ts";
@@ -146,6 +146,8 @@ export class Worker implements LocalWorker {
     finishing: 0,
   };
   private readonly claims: QueueClaims;
+  /** Jobs below the reserved class that hold a slot (not held for their host); kept with the phases. */
+  private busyBelow = 0;
   private readonly completions: CompletionBatcher;
   private readonly renewer: LeaseRenewer;
   private readonly limiter: HostLimiter<InFlight>;
@@ -238,23 +240,29 @@ export class Worker implements LocalWorker {
       },
       background: (p) => this.handled(p),
     });
-    // Jobs waiting for their host take no slot: they are few (a short wait each, a bounded
-    // number) and other hosts' jobs must not wait behind them.
-    this.slots = new SlotLedger({
-      // Claims may hold more than the calls in flight: the prefetch waits in `ready`.
-      concurrency: () => o.concurrency + this.prefetchTarget(),
-      closed: () => this.stopping,
-      reserved: o.reservedSlots,
-      // Calls that ended and wait for their outcome's write hold no room for claims (up to a
-      // capacity's worth): the write is batched and may take a commit or two, and claims
-      // held back by it left the slots idle.
-      busy: () => this.inflight.size - this.count.held - Math.min(this.count.finishing, this.o.concurrency + this.prefetchTarget()),
-      busyBelow: (min) => {
-        let n = 0;
-        for (const f of this.inflight.values()) if (f.job.priority < min && f.phase !== "held") n++;
-        return n;
-      },
-    });
+    this.slots = new SlotLedger(o.reservedSlots);
+  }
+
+  /** What the slot ledger weighs a claim against. */
+  private load(): SlotLoad {
+    // Claims may hold more than the calls in flight: the prefetch waits in `ready`.
+    const capacity = this.o.concurrency + this.prefetchTarget();
+    return {
+      capacity,
+      // Jobs waiting for their host take no slot: they are few (a short wait each, a bounded
+      // number) and other hosts' jobs must not wait behind them. Calls that ended and wait for
+      // their outcome's write hold no room for claims (up to a capacity's worth): the write
+      // is batched and may take a commit or two, and claims held back by it left the slots idle.
+      busy: this.inflight.size - this.count.held - Math.min(this.count.finishing, capacity),
+      busyBelow: this.busyBelow,
+      closed: this.stopping,
+    };
+  }
+
+  /** Whether a job is below the reserved class (SCHEDULER_RESERVED_SLOTS): such jobs may fill only the other slots. */
+  private below(f: InFlight): boolean {
+    const rs = this.o.reservedSlots;
+    return rs !== undefined && f.job.priority < rs.minPriority;
   }
 
   async start(): Promise<void> {
@@ -354,8 +362,9 @@ export class Worker implements LocalWorker {
    * the reserved class first. Returns how many jobs it claimed.
    */
   async claimPass(): Promise<number> {
-    const free = this.slots.take(MAX_CLAIM);
-    const high = this.slots.takeReserved(MAX_CLAIM - free);
+    const load = this.load();
+    const free = this.slots.take(MAX_CLAIM, load);
+    const high = this.slots.takeReserved(MAX_CLAIM - free, load);
     if (free + high === 0) return 0;
     try {
       // Reserved slots first: their class must not wait behind the general claim.
@@ -382,8 +391,9 @@ export class Worker implements LocalWorker {
    */
   async fill(max: number, claim: (room: LocalRoom, hand: (jobs: ClaimRow[], roundTripMs: number) => void) => Promise<void>): Promise<ClaimRow[] | undefined> {
     if (!this.wantsMore()) return undefined;
-    const any = this.slots.take(max);
-    const reserved = this.o.reservedSlots ? this.slots.takeReserved(max - any) : 0;
+    const load = this.load();
+    const any = this.slots.take(max, load);
+    const reserved = this.o.reservedSlots ? this.slots.takeReserved(max - any, load) : 0;
     const got: ClaimRow[] = [];
     try {
       if (any + reserved === 0) return undefined;
@@ -463,9 +473,14 @@ export class Worker implements LocalWorker {
   private reserve(jobs: ClaimedJob[], leaseAt: number): void {
     for (const job of jobs) {
       const was = this.inflight.get(job.id);
-      if (was) this.count[was.phase]--;
-      this.inflight.set(job.id, { job, gen: job.lease_generation, abort: new AbortController(), leaseAt, phase: "claimed" });
+      if (was) {
+        this.count[was.phase]--;
+        if (this.below(was) && was.phase !== "held") this.busyBelow--;
+      }
+      const f: InFlight = { job, gen: job.lease_generation, abort: new AbortController(), leaseAt, phase: "claimed" };
+      this.inflight.set(job.id, f);
       this.count.claimed++;
+      if (this.below(f)) this.busyBelow++;
     }
   }
 
@@ -475,6 +490,7 @@ export class Worker implements LocalWorker {
     if (this.inflight.get(f.job.id) === f) {
       this.count[f.phase]--;
       this.count[phase]++;
+      if ((f.phase === "held") !== (phase === "held") && this.below(f)) this.busyBelow += phase === "held" ? -1 : 1;
     }
     f.phase = phase;
   }
@@ -487,6 +503,7 @@ export class Worker implements LocalWorker {
     if (this.inflight.get(f.job.id) !== f) return;
     this.inflight.delete(f.job.id);
     this.count[f.phase]--;
+    if (this.below(f) && f.phase !== "held") this.busyBelow--;
     this.limiter.forget(f.job.id);
     if (why !== "recorded") this.o.log.debug({ job_id: f.job.id, phase: f.phase, why }, "released without a recorded call");
   }
@@ -744,8 +761,9 @@ export class Worker implements LocalWorker {
     if (this.claimsOnlyWhatStarts() && this.inflight.size > 0) return this.startRoom() >= Math.ceil(this.o.concurrency / 2);
     const capacity = this.o.concurrency + this.prefetchTarget();
     // The reserved class must not wait for a batch's worth of room: its slots are few.
-    if (this.o.reservedSlots && this.slots.room() > 0) return true;
-    return this.slots.free() * 2 >= capacity || this.inflight.size === 0;
+    const load = this.load();
+    if (this.o.reservedSlots && this.slots.room(load) > 0) return true;
+    return this.slots.free(load) * 2 >= capacity || this.inflight.size === 0;
   }
 
   /** Ask each job's host for room, then the pre-call check and the call. */
