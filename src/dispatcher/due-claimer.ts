@@ -93,7 +93,13 @@ export class DueClaimer {
   private async discoverAndClaim(p: ClaimParams, into: ClaimRow[]): Promise<void> {
     const keeper = this.o.index;
     const shards = shardsOf(p.fence);
-    if (!keeper?.usable) return this.claimPlanned(p, await this.sqlCandidates(p.limit, p.fence), into, true);
+    if (!keeper?.usable) {
+      const ids = await this.plan(p, await this.sqlCandidates(p.limit, p.fence));
+      // A full plan means more due work than this claim takes: the next pass's discovery can
+      // run now. Not for the reserved class's claims (their candidates are filtered by class).
+      if (p.minPriority === undefined && ids.length >= p.limit) this.lookAhead(p.limit, p.fence, ids);
+      return this.claimIds(p, ids, into);
+    }
     // The safety net behind the index runs on its own clock, first: an index whose candidates
     // fill every pass must not keep a job it missed waiting (reconcileBoundMs). It claims
     // oldest first, without the planner: these jobs are already late.
@@ -111,18 +117,15 @@ export class DueClaimer {
     // reconciled most of its limit, and the rest of the pass claimed nothing.
     const want = rest.limit * CANDIDATE_FACTOR + reconciled.length;
     const fromIndex = await keeper.candidates(Math.min(DUE_LIST_MAX, want), this.o.prestageMs, shards.list);
-    if (fromIndex === null) return this.claimPlanned(rest, await this.sqlCandidates(rest.limit, p.fence), into);
+    if (fromIndex === null) return this.claimIds(rest, await this.plan(rest, await this.sqlCandidates(rest.limit, p.fence)), into);
     const start = into.length;
-    await this.claimPlanned(
-      rest,
-      await candidatesByIds(
-        this.o.db,
-        fromIndex.map((c) => c.jobId),
-        this.o.prestageMs,
-        shards,
-      ),
-      into,
+    const rows = await candidatesByIds(
+      this.o.db,
+      fromIndex.map((c) => c.jobId),
+      this.o.prestageMs,
+      shards,
     );
+    await this.claimIds(rest, await this.plan(rest, rows), into);
     // Reconciled entries leave the index as claimed ones do (not read again as stale).
     await keeper.settle(fromIndex, [...reconciled, ...into.slice(start)]);
   }
@@ -190,23 +193,24 @@ export class DueClaimer {
     this.ahead = undefined;
   }
 
-  /** Lets the planner choose among the candidates, then claims its choice by id (fenced, re-checked). */
-  private async claimPlanned(p: ClaimParams, rows: CandidateRow[], into: ClaimRow[], fromSql = false): Promise<void> {
+  /** The planner's choice among the candidates: the ids to claim, in its order. */
+  private async plan(p: ClaimParams, rows: CandidateRow[]): Promise<string[]> {
     this.held = false;
     if (p.minPriority !== undefined) rows = rows.filter((r) => r.priority >= p.minPriority!);
-    if (rows.length === 0) return;
+    if (rows.length === 0) return [];
     const candidates: Candidate[] = rows.map((r) => ({ id: r.id, tenant: r.tenant, priority: r.priority, dueMs: r.due_at.getTime(), catchup: r.catchup }));
     const planner = this.o.planner;
     const inFlight = planner.hasTenantRunningQuota ? await tenantsInFlight(this.o.db, [...new Set(rows.map((r) => r.tenant))]) : new Map<string, number>();
     const plan = planner.plan({ candidates, limit: p.limit, nowMs: this.o.clock.now(), inFlight });
     // Due work the quotas or rates held back: the pass must not read as idle.
     this.held = plan.length < Math.min(p.limit, candidates.length);
-    if (plan.length === 0) return;
-    const ids = plan.map((c) => c.id);
+    return plan.map((c) => c.id);
+  }
+
+  /** Claims the planned jobs by id (fenced, every condition checked again; started at the claim when p.startLimit says so). */
+  private async claimIds(p: ClaimParams, ids: string[], into: ClaimRow[]): Promise<void> {
+    if (ids.length === 0) return;
     const attemptIds = p.worker && (p.startLimit ?? 0) > 0 ? ids.map(() => Bun.randomUUIDv7()) : undefined;
-    // A full plan means more due work than this claim takes: the next pass's discovery can
-    // run now. Not for the reserved class's claims (their candidates are filtered by class).
-    if (fromSql && p.minPriority === undefined && plan.length >= p.limit) this.lookAhead(p.limit, p.fence, ids);
     let got: ClaimRow[];
     try {
       got = await claimDueIds(this.o.db, { ...p, ids, attemptIds });
@@ -224,7 +228,7 @@ export class DueClaimer {
       throw err;
     }
     into.push(...got);
-    planner.commit(got);
+    this.o.planner.commit(got);
     await this.o.afterClaim?.(got);
   }
 }
