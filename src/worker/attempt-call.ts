@@ -11,7 +11,7 @@ import type { HostLimiter } from "./host-limiter.ts";
 import type { SigningKeyring } from "./signing-keyring.ts";
 import { waitOutPause } from "./pause-wait.ts";
 import { type PayloadCache, withBody } from "./payload-cache.ts";
-import type { InFlight } from "./worker.ts";
+import type { InFlight } from "./in-flight.ts";
 import type { DbClock } from "../time/db-clock.ts";
 
 export interface AttemptDeps {

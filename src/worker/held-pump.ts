@@ -1,5 +1,5 @@
 import type { HostLimiter } from "./host-limiter.ts";
-import type { InFlight } from "./worker.ts";
+import type { InFlight } from "./in-flight.ts";
 
 /**
  * Runs the worker's pass over the jobs held in memory for their target host (the limiter

@@ -3,7 +3,7 @@ import { renewLeases } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { withTimeout } from "../time/with-timeout.ts";
-import type { InFlight } from "./worker.ts";
+import type { InFlight } from "./in-flight.ts";
 import { ABORT_CANCEL, ABORT_LEASE } from "./abort-reasons.ts";
 
 export interface LeaseRenewerOptions {

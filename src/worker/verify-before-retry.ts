@@ -4,7 +4,7 @@ import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { completeVerified, lastUnknownAttemptOf } from "../store/verify-queries.ts";
 import { askVerify } from "./verify-call.ts";
-import type { InFlight } from "./worker.ts";
+import type { InFlight } from "./in-flight.ts";
 
 export interface RetryVerifierDeps {
   db: Db;

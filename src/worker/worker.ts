@@ -14,6 +14,7 @@ import { PayloadCache } from "./payload-cache.ts";
 import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
 import { HeldPump } from "./held-pump.ts";
 import { QueueClaims } from "./queue-claims.ts";
+import { type InFlight, InFlightJobs, type Phase } from "./in-flight.ts";
 import { SlotLedger, type SlotLoad } from "./slot-ledger.ts";
 import { giveBackUncalled } from "./give-back-uncalled.ts";
 import { DbClock } from "../time/db-clock.ts";
@@ -71,8 +72,9 @@ export interface WorkerOptions {
 }
 
 /**
- * Where a claimed job is in this worker. Every claimed job is in `Worker.inflight`, in exactly
- * one phase, until release() takes it out: its outcome written, or handed back uncalled.
+ * Where a claimed job is in this worker (its Phase, in-flight.ts). Every claimed job is in
+ * InFlightJobs, in exactly one phase, until release() takes it out: its outcome written, or
+ * handed back uncalled.
  *
  *   claimed ─┬─ not due yet ──► gated ──its instant──┐
  *            ├─ due ─────────────────────────────────┴──► ready ──room in the slots──► starting
@@ -90,21 +92,6 @@ export interface WorkerOptions {
  * A cancel, a lost lease or a stop sends a job not called yet back to the database
  * (released, uncalled); once `calling`, it aborts the call instead.
  */
-export type Phase = "claimed" | "gated" | "ready" | "held" | "verifying" | "starting" | "armed" | "calling" | "finishing";
-
-export interface InFlight {
-  job: ClaimedJob;
-  gen: number;
-  abort: AbortController;
-  /** performance.now() just before the last statement that extended the lease was sent. */
-  leaseAt: number;
-  /** Set only by Worker.enter (it keeps the count of each phase). */
-  phase: Phase;
-}
-
-/** Why a job left the worker (for the debug log of release). */
-type ReleaseWhy = "recorded" | "given back" | "deferred" | "stale" | "verified" | "failed";
-
 /** Jobs a claim from the queue takes at most. */
 const MAX_CLAIM = 500;
 /** How far ahead of its calls the worker keeps claimed jobs at hand: the call rate × this. */
@@ -133,21 +120,13 @@ const MIN_START_BATCH = 8;
  */
 export class Worker implements LocalWorker {
   /** Every claimed job of this worker, with its phase: the one owner of per-job state. */
-  readonly inflight = new Map<string, InFlight>();
-  private readonly count: Record<Phase, number> = {
-    claimed: 0,
-    gated: 0,
-    ready: 0,
-    held: 0,
-    verifying: 0,
-    starting: 0,
-    armed: 0,
-    calling: 0,
-    finishing: 0,
-  };
+  private readonly jobs: InFlightJobs;
+  private readonly count: Readonly<Record<Phase, number>>;
+  /** Its claimed jobs by id, to look at (tests, and the lease renewer through the map itself). */
+  get inflight(): ReadonlyMap<string, InFlight> {
+    return this.jobs.map;
+  }
   private readonly claims: QueueClaims;
-  /** Jobs below the reserved class that hold a slot (not held for their host); kept with the phases. */
-  private busyBelow = 0;
   private readonly completions: CompletionBatcher;
   private readonly renewer: LeaseRenewer;
   private readonly limiter: HostLimiter<InFlight>;
@@ -187,6 +166,8 @@ export class Worker implements LocalWorker {
   private unlistenCancel: (() => Promise<void>) | undefined;
 
   constructor(private readonly o: WorkerOptions) {
+    this.jobs = new InFlightJobs({ forget: (id) => this.limiter.forget(id), reservedMin: o.reservedSlots?.minPriority, log: o.log });
+    this.count = this.jobs.counts;
     this.clock = o.clock ?? new DbClock();
     // Due instants are the database's: the gate waits for them on its clock (the pre-call
     // check asks its now() again).
@@ -195,7 +176,7 @@ export class Worker implements LocalWorker {
       () => this.clock.now(),
     );
     this.completions = new CompletionBatcher(o.db, o.owner, o.log, o.metrics);
-    this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, marginMs: o.leaseMarginMs, log: o.log, inflight: this.inflight });
+    this.renewer = new LeaseRenewer({ db: o.db, owner: o.owner, leaseTtlMs: o.leaseTtlMs, marginMs: o.leaseMarginMs, log: o.log, inflight: this.jobs.map });
     const hl = o.hostLimits ?? {};
     this.limiter = new HostLimiter<InFlight>({
       ratePerSec: hl.ratePerSec,
@@ -234,7 +215,7 @@ export class Worker implements LocalWorker {
       resume: (fs) => (this.stopping ? this.returnHeld(fs) : this.begin(fs)),
       giveBack: (fs) => this.returnHeld(fs),
       finished: (f) => {
-        this.release(f, "verified");
+        this.jobs.release(f, "verified");
         this.noteRoom();
         this.held.kick(this.count.held);
       },
@@ -253,16 +234,10 @@ export class Worker implements LocalWorker {
       // number) and other hosts' jobs must not wait behind them. Calls that ended and wait for
       // their outcome's write hold no room for claims (up to a capacity's worth): the write
       // is batched and may take a commit or two, and claims held back by it left the slots idle.
-      busy: this.inflight.size - this.count.held - Math.min(this.count.finishing, capacity),
-      busyBelow: this.busyBelow,
+      busy: this.jobs.size - this.count.held - Math.min(this.count.finishing, capacity),
+      busyBelow: this.jobs.busyBelow(),
       closed: this.stopping,
     };
-  }
-
-  /** Whether a job is below the reserved class (SCHEDULER_RESERVED_SLOTS): such jobs may fill only the other slots. */
-  private below(f: InFlight): boolean {
-    const rs = this.o.reservedSlots;
-    return rs !== undefined && f.job.priority < rs.minPriority;
   }
 
   async start(): Promise<void> {
@@ -288,7 +263,7 @@ export class Worker implements LocalWorker {
 
   /** A cancel was requested for job `id`: not called yet → given back (which ends it cancelled); calling → the call is aborted. */
   private cancelled(id: string): void {
-    const f = this.inflight.get(id);
+    const f = this.jobs.get(id);
     switch (f?.phase) {
       case "armed":
         // Checked, not called yet: the launch sees the abort and gives it back uncalled.
@@ -348,7 +323,7 @@ export class Worker implements LocalWorker {
       const outcome = await Promise.race([Promise.all(this.calls), grace]);
       clearTimeout(timer);
       if (outcome === "timeout") {
-        for (const f of this.inflight.values()) f.abort.abort(ABORT_STOP);
+        for (const f of this.jobs.values()) f.abort.abort(ABORT_STOP);
         await Promise.all(this.calls);
       }
     }
@@ -471,41 +446,7 @@ export class Worker implements LocalWorker {
 
   /** `leaseAt`: when the claim that took these leases was sent (the renewer's watchdog counts from it). */
   private reserve(jobs: ClaimedJob[], leaseAt: number): void {
-    for (const job of jobs) {
-      const was = this.inflight.get(job.id);
-      if (was) {
-        this.count[was.phase]--;
-        if (this.below(was) && was.phase !== "held") this.busyBelow--;
-      }
-      const f: InFlight = { job, gen: job.lease_generation, abort: new AbortController(), leaseAt, phase: "claimed" };
-      this.inflight.set(job.id, f);
-      this.count.claimed++;
-      if (this.below(f)) this.busyBelow++;
-    }
-  }
-
-  /** Moves a job to another phase (the one place a phase changes, so the counts stay true). */
-  private enter(f: InFlight, phase: Phase): void {
-    // One replaced by a new claim of the same job (reserve) counts no more.
-    if (this.inflight.get(f.job.id) === f) {
-      this.count[f.phase]--;
-      this.count[phase]++;
-      if ((f.phase === "held") !== (phase === "held") && this.below(f)) this.busyBelow += phase === "held" ? -1 : 1;
-    }
-    f.phase = phase;
-  }
-
-  /**
-   * The one exit: the job leaves the worker (its outcome written, or handed back to the
-   * database, or left to its lease), and its host's room is given back if it still had some.
-   */
-  private release(f: InFlight, why: ReleaseWhy): void {
-    if (this.inflight.get(f.job.id) !== f) return;
-    this.inflight.delete(f.job.id);
-    this.count[f.phase]--;
-    if (this.below(f) && f.phase !== "held") this.busyBelow--;
-    this.limiter.forget(f.job.id);
-    if (why !== "recorded") this.o.log.debug({ job_id: f.job.id, phase: f.phase, why }, "released without a recorded call");
+    for (const job of jobs) this.jobs.add(job, leaseAt);
   }
 
   private readonly handoffs = new Set<Promise<void>>();
@@ -528,8 +469,8 @@ export class Worker implements LocalWorker {
       await this.o.beforeStart?.(claimed);
     } catch (err) {
       for (const job of claimed) {
-        const f = this.inflight.get(job.id);
-        if (f) this.release(f, "failed");
+        const f = this.jobs.get(job.id);
+        if (f) this.jobs.release(f, "failed");
       }
       throw err;
     }
@@ -541,10 +482,10 @@ export class Worker implements LocalWorker {
         startedAtClaim.push(job);
         continue;
       }
-      const f = this.inflight.get(job.id);
+      const f = this.jobs.get(job.id);
       if (!f) continue;
       if (job.due_at.getTime() >= now) {
-        this.enter(f, "gated");
+        this.jobs.enter(f, "gated");
         this.gate.hold(job.id, job.due_at, f);
       } else open.push(f);
     }
@@ -565,7 +506,7 @@ export class Worker implements LocalWorker {
     const back: InFlight[] = [];
     const notNow: ClaimRow[] = [];
     for (const job of jobs) {
-      const f = this.inflight.get(job.id);
+      const f = this.jobs.get(job.id);
       if (!f) continue;
       if (f.abort.signal.aborted || performance.now() - f.leaseAt > this.o.leaseTtlMs - this.o.leaseMarginMs) {
         back.push(f);
@@ -590,7 +531,7 @@ export class Worker implements LocalWorker {
    * StartAttempts). Returns them; if the statement fails, they are given back uncalled instead.
    */
   private async unstart(jobs: ClaimRow[]): Promise<InFlight[]> {
-    const fs = jobs.flatMap((j) => this.inflight.get(j.id) ?? []);
+    const fs = jobs.flatMap((j) => this.jobs.get(j.id) ?? []);
     try {
       await unstartAtClaim(
         this.o.db,
@@ -609,7 +550,7 @@ export class Worker implements LocalWorker {
 
   /** Jobs not called after all, whose attempt may be open: released, and given back in the background. */
   private giveBackUncalled(fs: InFlight[]): void {
-    for (const f of fs) this.release(f, "given back");
+    for (const f of fs) this.jobs.release(f, "given back");
     this.handled(
       giveBackUncalled(
         { db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping },
@@ -621,7 +562,7 @@ export class Worker implements LocalWorker {
   /** Jobs whose due instant has come: in line for a call slot. */
   private async opened(fs: InFlight[]): Promise<void> {
     for (const f of fs) {
-      this.enter(f, "ready");
+      this.jobs.enter(f, "ready");
       this.ready.push(f);
     }
     await this.pump();
@@ -669,7 +610,7 @@ export class Worker implements LocalWorker {
       if (this.armAhead() > 0 && room < Math.min(minBatch, this.ready.length)) return;
       const batch = this.takeReady(room);
       if (batch.length === 0) return;
-      for (const f of batch) this.enter(f, "starting");
+      for (const f of batch) this.jobs.enter(f, "starting");
       try {
         await this.admit(batch);
       } catch (err) {
@@ -688,7 +629,7 @@ export class Worker implements LocalWorker {
     const rs = this.o.reservedSlots;
     if (!rs) return this.ready.splice(0, room);
     let lowRoom = this.o.concurrency - rs.slots - this.count.starting;
-    for (const f of this.inflight.values()) if (f.phase === "calling" && f.job.priority < rs.minPriority) lowRoom--;
+    for (const f of this.jobs.values()) if (f.phase === "calling" && f.job.priority < rs.minPriority) lowRoom--;
     const out: InFlight[] = [];
     for (let i = 0; i < this.ready.length && out.length < room; ) {
       const f = this.ready[i]!;
@@ -733,7 +674,7 @@ export class Worker implements LocalWorker {
 
   /** Checked (attempt opened): in line for the next free call slot. */
   private arm(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
-    this.enter(f, "armed");
+    this.jobs.enter(f, "armed");
     this.armed.push({ f, attemptId, number, catchup });
   }
 
@@ -758,12 +699,12 @@ export class Worker implements LocalWorker {
     if (this.stopping) return false;
     // Claims that start their jobs come when half a batch of slots can start (as the pump's
     // checks do), not to fill a prefetch: what they bring is called at once.
-    if (this.claimsOnlyWhatStarts() && this.inflight.size > 0) return this.startRoom() >= Math.ceil(this.o.concurrency / 2);
+    if (this.claimsOnlyWhatStarts() && this.jobs.size > 0) return this.startRoom() >= Math.ceil(this.o.concurrency / 2);
     const capacity = this.o.concurrency + this.prefetchTarget();
     // The reserved class must not wait for a batch's worth of room: its slots are few.
     const load = this.load();
     if (this.o.reservedSlots && this.slots.room(load) > 0) return true;
-    return this.slots.free(load) * 2 >= capacity || this.inflight.size === 0;
+    return this.slots.free(load) * 2 >= capacity || this.jobs.size === 0;
   }
 
   /** Ask each job's host for room, then the pre-call check and the call. */
@@ -771,7 +712,7 @@ export class Worker implements LocalWorker {
     // Cancelled or lease lost while waiting for the instant or a slot: not called.
     const gone = fs.filter((f) => f.abort.signal.aborted);
     if (gone.length > 0) await this.returnHeld(gone);
-    const claimed = fs.filter((f) => !f.abort.signal.aborted && this.inflight.get(f.job.id) === f);
+    const claimed = fs.filter((f) => !f.abort.signal.aborted && this.jobs.holds(f));
     if (claimed.length === 0) return;
     try {
       const now = Date.now();
@@ -785,7 +726,7 @@ export class Worker implements LocalWorker {
           continue;
         }
         this.o.metrics.hostDeferrals.inc();
-        if (a.kind === "hold") this.enter(f, "held");
+        if (a.kind === "hold") this.jobs.enter(f, "held");
         else deferred.push({ f, delayMs: a.at - now });
       }
       // Neither group waits out its leases because the other's statement failed: the jobs
@@ -797,7 +738,7 @@ export class Worker implements LocalWorker {
       }
     } catch (err) {
       // Jobs claimed but never started (nor held, armed or verifying) stay leased until the reaper returns them.
-      for (const f of claimed) if (f.phase === "starting") this.release(f, "failed");
+      for (const f of claimed) if (f.phase === "starting") this.jobs.release(f, "failed");
       throw err;
     } finally {
       this.held.arm(this.heldLeft());
@@ -814,7 +755,7 @@ export class Worker implements LocalWorker {
       );
       this.o.log.debug({ jobs: jobs.length }, "target hosts at their limit: jobs handed back, due again shortly");
     } finally {
-      for (const { f } of jobs) this.release(f, "deferred");
+      for (const { f } of jobs) this.jobs.release(f, "deferred");
     }
   }
 
@@ -851,12 +792,12 @@ export class Worker implements LocalWorker {
 
   /** The pre-call check for jobs whose host slot is reserved, then one call per job that passes it. */
   private async begin(fs: InFlight[]): Promise<void> {
-    for (const f of fs) this.enter(f, "starting");
+    for (const f of fs) this.jobs.enter(f, "starting");
     // Verify before retry: a job whose last call may have been delivered asks its target first.
     const ready = this.verifier.divert(fs);
     if (ready.length < fs.length) {
       const go = new Set(ready);
-      for (const f of fs) if (!go.has(f)) this.enter(f, "verifying");
+      for (const f of fs) if (!go.has(f)) this.jobs.enter(f, "verifying");
     }
     if (ready.length === 0) return;
     let started: Awaited<ReturnType<typeof startAttempts>>;
@@ -885,7 +826,7 @@ export class Worker implements LocalWorker {
     }
     // Opened attempts are called (or armed for the next free slot) before anything else can fail.
     for (const s of started) {
-      const f = this.inflight.get(s.job_id);
+      const f = this.jobs.get(s.job_id);
       if (!f) continue;
       // The check extended the lease: the watchdog counts from it.
       f.leaseAt = Math.max(f.leaseAt, sentAt);
@@ -905,13 +846,13 @@ export class Worker implements LocalWorker {
         );
         this.o.metrics.staleDispatches.inc(stale.length);
         for (const f of stale) {
-          this.release(f, "stale");
+          this.jobs.release(f, "stale");
           const r = released.find((x) => x.id === f.job.id);
           this.o.log.info({ job_id: f.job.id, status: r?.status ?? "reclaimed" }, "dispatch is stale (cancelled or changed since the claim); not calling");
         }
       }
     } catch (err) {
-      for (const f of ready) if (f.phase === "starting") this.release(f, "failed");
+      for (const f of ready) if (f.phase === "starting") this.jobs.release(f, "failed");
       throw err;
     }
   }
@@ -925,7 +866,7 @@ export class Worker implements LocalWorker {
         fs.map((f) => ({ id: f.job.id, gen: f.gen })),
       );
     } finally {
-      for (const f of fs) this.release(f, "given back");
+      for (const f of fs) this.jobs.release(f, "given back");
     }
   }
 
@@ -944,16 +885,16 @@ export class Worker implements LocalWorker {
   /** Calls the target: `calling` (what WORKER_CONCURRENCY bounds) until it answers, then `finishing` until the outcome is written. */
   private launch(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
     const id = f.job.id;
-    this.enter(f, "calling");
+    this.jobs.enter(f, "calling");
     this.o.metrics.inflight.set(this.count.calling);
     // The call slot is free once the target has answered, not once the outcome is written:
     // the write is batched with others, and a slot held through it would make every call
-    // wait for a commit. The job stays in `inflight` (its lease renewed) until it is written,
+    // wait for a commit. The job stays in `jobs` (its lease renewed) until it is written,
     // and the claim room counts it, so unwritten outcomes cannot pile up unbounded.
     const launchedAt = performance.now();
     const called = () => {
       if (f.phase !== "calling") return;
-      this.enter(f, "finishing");
+      this.jobs.enter(f, "finishing");
       const ms = performance.now() - launchedAt;
       this.callMs = this.callMs === undefined ? ms : this.callMs * 0.9 + ms * 0.1;
       this.o.metrics.inflight.set(this.count.calling);
@@ -969,7 +910,7 @@ export class Worker implements LocalWorker {
       })
       .finally(() => {
         called();
-        this.release(f, "recorded");
+        this.jobs.release(f, "recorded");
         this.calls.delete(p);
         if (this.ready.length > 0) this.handled(this.pump());
         // Even with jobs in line: the pump may start none of them (too little room for a
