@@ -53,8 +53,12 @@ for (const driver of DRIVERS) {
       const call = target.callsTo("/soon")[0];
       const due = Date.parse(j.due_at);
       expect(call.at).toBeGreaterThanOrEqual(due);
-      // Generous for a loaded 2-core CI box; typical is ~10 ms (see bench/).
-      expect(call.at - due).toBeLessThan(150);
+      // Generous for a loaded 2-core CI box; typical is ~10 ms (see bench/), and 30-50 ms here
+      // with both cores busy. PGlite runs the database on the test process's own thread: in
+      // the full parallel suite, with another file's work beside it, the first call of a
+      // fresh embedded database came 201 and 236 ms after its instant (two runs of ~20), so its
+      // bound is wider. Never early on either.
+      expect(call.at - due).toBeLessThan(driver === "pglite" ? 400 : 150);
       expect(done.attempts).toBe(1);
       expect(done.attempt_log).toHaveLength(1);
       expect(done.attempt_log[0]).toMatchObject({ number: 1, outcome: "success", http_status: 200, epoch: expect.any(Number) });
