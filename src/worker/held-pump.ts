@@ -23,8 +23,7 @@ export class HeldPump {
 
   /** A pass now (or right after the one under way); `held`: jobs held now. */
   kick(held: number): void {
-    if (held === 0 && !this.pumping) return;
-    this.background(this.pump());
+    if (held > 0 || this.pumping) this.background(this.pump());
   }
 
   private async pump(): Promise<void> {
@@ -63,7 +62,7 @@ export class HeldPump {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.timerAt = Infinity;
-      this.kick(1);
+      this.background(this.pump());
     }, at - now);
   }
 

@@ -337,19 +337,31 @@ export class Worker implements LocalWorker {
    * the reserved class first. Returns how many jobs it claimed.
    */
   async claimPass(): Promise<number> {
-    const load = this.load();
-    const free = this.slots.take(MAX_CLAIM, load);
-    const high = this.slots.takeReserved(MAX_CLAIM - free, load);
-    if (free + high === 0) return 0;
-    try {
+    const n = await this.withRoom(MAX_CLAIM, async (free, high) => {
       // Reserved slots first: their class must not wait behind the general claim.
       let n = high > 0 ? await this.runOnce(high, this.o.reservedSlots!.minPriority) : 0;
       if (free > 0) n += await this.runOnce(free);
       this.queueBacklog = n >= free + high;
       return n;
+    });
+    return n ?? 0;
+  }
+
+  /**
+   * Room for one claim of up to `max` jobs: promised before the claim is sent (so two claims
+   * cannot overshoot it), given back when `use` ends. `any` for any priority, `reserved` for
+   * the reserved class only. Undefined, `use` not run, when there is none.
+   */
+  private async withRoom<T>(max: number, use: (any: number, reserved: number) => Promise<T>): Promise<T | undefined> {
+    const load = this.load();
+    const any = this.slots.take(max, load);
+    const reserved = this.slots.takeReserved(max - any, load);
+    if (any + reserved === 0) return undefined;
+    try {
+      return await use(any, reserved);
     } finally {
-      this.slots.giveBack(free);
-      this.slots.giveBackReserved(high);
+      this.slots.giveBack(any);
+      this.slots.giveBackReserved(reserved);
     }
   }
 
@@ -358,20 +370,15 @@ export class Worker implements LocalWorker {
   }
 
   /**
-   * LocalWorker: one claim by the dispatcher in this process, for up to `max` jobs. The room is
-   * promised before the claim is sent (so two claims cannot overshoot it) and taken back when
-   * it ends; every batch the claim hands over is this worker's from its commit on, even if the
-   * claim then throws. Undefined, without running the claim, when it would not be a batch
-   * worth its statements (wantsMore) or there is no room.
+   * LocalWorker: one claim by the dispatcher in this process, for up to `max` jobs, in the
+   * worker's room (withRoom). Every batch the claim hands over is this worker's from its
+   * commit on, even if the claim then throws. Undefined, without running the claim, when it
+   * would not be a batch worth its statements (wantsMore) or there is no room.
    */
   async fill(max: number, claim: (room: LocalRoom, hand: (jobs: ClaimRow[], roundTripMs: number) => void) => Promise<void>): Promise<ClaimRow[] | undefined> {
     if (!this.wantsMore()) return undefined;
-    const load = this.load();
-    const any = this.slots.take(max, load);
-    const reserved = this.o.reservedSlots ? this.slots.takeReserved(max - any, load) : 0;
-    const got: ClaimRow[] = [];
-    try {
-      if (any + reserved === 0) return undefined;
+    return this.withRoom(max, async (any, reserved) => {
+      const got: ClaimRow[] = [];
       const room = { any, reserved, startLimit: this.startRoom(), onlyWhatStarts: this.claimsOnlyWhatStarts() };
       await claim(room, (jobs, roundTripMs) => {
         if (jobs.length === 0) return;
@@ -379,10 +386,7 @@ export class Worker implements LocalWorker {
         for (const j of jobs) got.push(j);
       });
       return got;
-    } finally {
-      this.slots.giveBack(any);
-      this.slots.giveBackReserved(reserved);
-    }
+    });
   }
 
   /**
