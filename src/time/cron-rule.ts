@@ -64,7 +64,9 @@ export class CronRule {
       throw new CronRuleError("cron", `cron must have 5 fields (minute hour day month weekday) or 6 with leading seconds; got ${fields.length}`);
     }
     try {
-      this.wall = new Cron(spec.cron.trim(), { timezone: "UTC", mode: "5-or-6-parts", paused: true });
+      // utcOffset 0, not timezone "UTC": the same wall-clock matches, without croner asking
+      // Intl.DateTimeFormat for every candidate (about 20x faster).
+      this.wall = new Cron(spec.cron.trim(), { utcOffset: 0, mode: "5-or-6-parts", paused: true });
     } catch (err) {
       throw new CronRuleError("cron", `cron ${JSON.stringify(spec.cron)} is not valid: ${(err as Error).message.replace(/^CronPattern: /, "")}`);
     }
