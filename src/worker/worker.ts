@@ -126,6 +126,10 @@ export class Worker implements LocalWorker {
   get inflight(): ReadonlyMap<string, InFlight> {
     return this.jobs.map;
   }
+  /** Resolves when the claim loop has looked at the queue once more (PeriodicLoop.passDone). */
+  claimPassDone(o: { poke?: boolean } = {}): Promise<void> {
+    return this.claims.passDone(o);
+  }
   private readonly claims: QueueClaims;
   private readonly completions: CompletionBatcher;
   private readonly renewer: LeaseRenewer;

@@ -48,10 +48,30 @@ export async function startSplit(db: Db, env: Record<string, string> = {}, worke
   const worker = await startScheduler(db, env, { ...workerOpts, mode: "worker" });
   return {
     api,
+    dispatcher,
+    worker,
     stop: async () => {
       for (const rt of [worker, dispatcher, api]) await rt.stop();
     },
   };
+}
+
+/**
+ * Resolves once every dispatcher and worker claim loop in these runtimes has run a whole pass
+ * started after the call (poked: at once), and what those passes claimed has been called and
+ * its outcome written (no job left in a worker's hands). For "nothing more happens" checks:
+ * where a fixed sleep proves nothing if the loops did not run in it (a busy machine), this
+ * waits until they looked. Jobs that stay claimed (a slow call, an async job) are waited for
+ * up to `maxMs`.
+ */
+export async function afterAPass(rts: Runtime[], maxMs = 5000): Promise<void> {
+  for (const rt of rts) await rt.dispatcher?.passDone({ poke: true });
+  for (const rt of rts) await rt.worker?.claimPassDone({ poke: true });
+  const end = Date.now() + maxMs;
+  while (rts.some((rt) => (rt.worker?.inflight.size ?? 0) > 0)) {
+    if (Date.now() > end) throw new Error(`afterAPass: jobs still in a worker's hands after ${maxMs} ms`);
+    await Bun.sleep(10);
+  }
 }
 
 /** JSON request against a running scheduler. */

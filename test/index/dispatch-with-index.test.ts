@@ -11,7 +11,7 @@ import type { Runtime } from "../../src/runtime.ts";
 import { freshDb, type DriverName, DRIVERS, type TestDb } from "../helpers/db.ts";
 import { memoryLogger, type MemoryLog } from "../helpers/log.ts";
 import { ownRedis, type OwnRedis, silentTcpServer } from "../helpers/redis.ts";
-import { api, startScheduler } from "../helpers/scheduler.ts";
+import { afterAPass, api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
 const PREFIX = "sched";
@@ -109,7 +109,7 @@ describe("dispatching with a Redis due index", () => {
       10_000,
       "the outbox to drain",
     );
-    await Bun.sleep(300);
+    await afterAPass([r]);
     expect(target.calls).toHaveLength(1);
   });
 
@@ -123,7 +123,7 @@ describe("dispatching with a Redis due index", () => {
     await Bun.sleep(Math.max(0, first - 300 - Date.now()));
     await redis.command("FLUSHALL");
     await target.waitForCalls(30, 15_000);
-    await Bun.sleep(500);
+    await afterAPass([r]);
     expect(target.calls).toHaveLength(30);
     for (const [i, d] of dues.entries()) {
       expect(target.callsTo(`/f${i}`)).toHaveLength(1);
@@ -146,7 +146,7 @@ describe("dispatching with a Redis due index", () => {
     await Bun.sleep(1500);
     await redis.start();
     await target.waitForCalls(21, 15_000);
-    await Bun.sleep(500);
+    await afterAPass([r]);
     expect(target.calls).toHaveLength(21);
     for (const [i, d] of dues.entries()) {
       expect(target.callsTo(`/k${i}`)).toHaveLength(1);
@@ -179,7 +179,7 @@ describe("dispatching with a Redis due index", () => {
       ],
     });
     await eventually(async () => (await value(r.metrics.indexStale)) >= 3, 5000, "three stale entries dropped");
-    await Bun.sleep(500);
+    await afterAPass([r]);
     expect(target.calls).toEqual([]);
     const listed = await idx.dueList({ dueBy: Date.now() + 3_600_000, limit: 100 });
     // The moved job is back at its real due time; the other two are gone.

@@ -9,7 +9,7 @@ import { claimDue, reapExpiredLeases } from "../../src/store/dispatch-queries.ts
 import { claimQueued, startAttempts } from "../../src/store/worker-queries.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
-import { api, startScheduler } from "../helpers/scheduler.ts";
+import { afterAPass, api, startScheduler } from "../helpers/scheduler.ts";
 import { releaseTestShards, takeShards, tokenOf } from "../helpers/shards.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
@@ -56,7 +56,7 @@ for (const driver of DRIVERS) {
           "succeeded",
         );
         expect(stalled).toBeDefined();
-        await Bun.sleep(300);
+        await afterAPass([rt]);
         expect(target.callsTo("/stall")).toHaveLength(1);
         expect(final.attempt_log).toHaveLength(1);
         const attempts = await t.db.query<{ lease_generation: number; outcome: string }>(

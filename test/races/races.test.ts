@@ -6,7 +6,7 @@ import { claimQueued, completeAttempts, startAttempts, type Completion } from ".
 import { seedAuthority } from "../../src/store/authority.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
-import { api, startScheduler, startSplit } from "../helpers/scheduler.ts";
+import { afterAPass, api, startScheduler, startSplit } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
 /** The pre-call check's lease: extended to 10 s, and it must still be live. */
@@ -195,7 +195,7 @@ for (const driver of DRIVERS) {
           );
           expect(cancelAnswer).toBe(202); // it was running: cancel requested
           expect(final.attempt_log).toHaveLength(0);
-          await Bun.sleep(300);
+          await afterAPass([split.dispatcher, split.worker]);
           expect(target.callsTo("/cancel-race")).toHaveLength(0);
         } finally {
           await split.stop();
@@ -213,7 +213,8 @@ for (const driver of DRIVERS) {
           expect(moved.status).toBe(200);
           expect(moved.body).toMatchObject({ status: "scheduled", version: 2 });
           worker = await startScheduler(t.db, {}, { mode: "worker" });
-          await Bun.sleep(500);
+          // The new worker and the dispatcher have each looked once: the stale dispatch is not called.
+          await afterAPass([disp, worker]);
           expect(target.callsTo("/resched")).toHaveLength(0);
           await target.waitForCalls(target.calls.length + 1, 30_000);
           const call = target.callsTo("/resched");

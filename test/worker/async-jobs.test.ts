@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Runtime } from "../../src/runtime.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
-import { api, startScheduler } from "../helpers/scheduler.ts";
+import { afterAPass, api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target, type Received } from "../helpers/target.ts";
 
 // Short leases so that a lapse is seen within seconds; the reaper passes every 750 ms (a
@@ -162,7 +162,7 @@ for (const driver of DRIVERS) {
       expect(done.status).toBe(200);
       expect(done.body.status).toBe("cancelled");
       expect((await job(j.id)).attempt_log[0].outcome).toBe("failed");
-      await Bun.sleep(300);
+      await afterAPass([rt]);
       expect(target.callsTo("/cancel")).toHaveLength(1);
     });
 
@@ -182,7 +182,7 @@ for (const driver of DRIVERS) {
       expect(Date.now() - at).toBeLessThan(2000);
       expect(done.attempt_log).toHaveLength(1);
       expect(done.attempt_log[0].error).toContain("cancel");
-      await Bun.sleep(300);
+      await afterAPass([rt]);
       expect(target.callsTo("/hang")).toHaveLength(1);
     });
 
