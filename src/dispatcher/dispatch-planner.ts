@@ -46,10 +46,13 @@ export interface PlannerSettings {
 export type PriorityClass = 0 | 1 | 2;
 const CLASSES: PriorityClass[] = [2, 1, 0];
 
+function baseClassOf(c: Candidate): number {
+  return (c.priority > 0 ? 2 : c.priority === 0 ? 1 : 0) - (c.catchup ? 1 : 0);
+}
+
 export function classOf(c: Candidate, nowMs: number, agingMs: number): PriorityClass {
-  const base = (c.priority > 0 ? 2 : c.priority === 0 ? 1 : 0) - (c.catchup ? 1 : 0);
   const aged = agingMs > 0 ? Math.floor(Math.max(0, nowMs - c.dueMs) / agingMs) : 0;
-  return Math.max(0, Math.min(2, base + aged)) as PriorityClass;
+  return Math.max(0, Math.min(2, baseClassOf(c) + aged)) as PriorityClass;
 }
 
 export interface PlanInput {
@@ -114,15 +117,23 @@ export class DispatchPlanner {
       return r;
     };
 
-    // Per class: tenant → its candidates, oldest first.
+    // Per class: tenant → its candidates, oldest first; among jobs just as old, those that
+    // aging raised into the class first. A burst of high and low jobs due at one instant ages
+    // into the top class together; ordered by id there, the low ones would wait for every
+    // high one (their class's weighted share no longer protects them), and aging would
+    // lengthen their wait instead of bounding it.
     const queues: Map<string, Candidate[]>[] = [new Map(), new Map(), new Map()];
+    const lift = new Map<Candidate, number>();
     for (const c of input.candidates) {
-      const q = queues[classOf(c, input.nowMs, this.settings.agingMs)]!;
+      const k = classOf(c, input.nowMs, this.settings.agingMs);
+      lift.set(c, k - baseClassOf(c));
+      const q = queues[k]!;
       const list = q.get(c.tenant);
       if (list) list.push(c);
       else q.set(c.tenant, [c]);
     }
-    for (const q of queues) for (const list of q.values()) list.sort((a, b) => a.dueMs - b.dueMs || (a.id < b.id ? -1 : 1));
+    const order = (a: Candidate, b: Candidate) => a.dueMs - b.dueMs || lift.get(b)! - lift.get(a)! || (a.id < b.id ? -1 : 1);
+    for (const q of queues) for (const list of q.values()) list.sort(order);
 
     const weight = [this.settings.weights.low, this.settings.weights.normal, this.settings.weights.high];
     const current = this.credit;

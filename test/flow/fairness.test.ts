@@ -66,7 +66,11 @@ for (const driver of DRIVERS) {
         ...Array.from({ length: 300 }, (_, i) => ({ tenant: "t", path: `high/${i}`, priority: 10, runAt: due })),
         ...Array.from({ length: 5 }, (_, i) => ({ tenant: "t", path: `low/${i}`, priority: -10, runAt: due })),
       ]);
-      await eventually(() => arrivals("/t/low/").length === 5, 15_000, "the low-priority jobs to run");
+      await eventually(() => arrivals("/t/low/").length === 5, 15_000, "the low-priority jobs to run").catch(async (err: Error) => {
+        // Seen once in a full parallel run (PGlite): say how far the run got.
+        const byStatus = await t!.db.query("SELECT status, priority, count(*)::int AS n FROM jobs GROUP BY 1, 2 ORDER BY 1, 2");
+        throw new Error(`${err.message}; calls: ${arrivals("/t/high/").length} high, ${arrivals("/t/low/").length} low; jobs: ${JSON.stringify(byStatus)}`);
+      });
       const done = lastAt(arrivals("/t/low/"));
       // Two aging steps make a low job top class; then it is among the oldest there.
       expect(done - due).toBeLessThan(2 * 1000 + 1500);
@@ -94,9 +98,13 @@ for (const driver of DRIVERS) {
       );
       expect(backlog).toContain('scheduler_tenant_due_backlog{tenant="other"} 0');
       await eventually(() => arrivals("/quiet/").length === 6, 15_000, "the quiet tenant's jobs");
-      // FIFO would serve 400 flood jobs first (~10 s at 40/s); round robin: about every other slot.
-      expect(lastAt(arrivals("/quiet/")) - (due + 300)).toBeLessThan(1500);
-      expect(arrivals("/flood/").length).toBeLessThan(150);
+      // FIFO would serve 400 flood jobs first (~10 s at 40/s); round robin: about every other
+      // slot. Counted in calls, which a starved CPU does not change: ~12 flood calls before the
+      // quiet jobs are due, then about one for each quiet one. The time bound has slack for a
+      // loaded box (1.6 s seen with four test files at once) and is still far from FIFO's.
+      const quietDone = lastAt(arrivals("/quiet/"));
+      expect(arrivals("/flood/").filter((c) => c.at <= quietDone).length).toBeLessThan(60);
+      expect(quietDone - (due + 300)).toBeLessThan(3000);
     });
 
     test("tenant quotas: a rate cap and an in-flight cap hold; other tenants are not held back", async () => {

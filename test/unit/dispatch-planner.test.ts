@@ -26,6 +26,20 @@ describe("DispatchPlanner", () => {
     expect(classOf(cand({ priority: -3, dueMs: NOW - 120_000 }), NOW, 60_000)).toBe(2);
   });
 
+  test("aging: low jobs raised into the top class go before high jobs just as late (one instant's burst)", () => {
+    const p = new DispatchPlanner(base);
+    const due = NOW - 2 * base.agingMs;
+    // Created after the high ones: later ids, which used to break the tie against them.
+    const highs = Array.from({ length: 50 }, () => cand({ priority: 10, dueMs: due }));
+    const lows = Array.from({ length: 2 }, () => cand({ priority: -10, dueMs: due }));
+    expect(lows.map((c) => classOf(c, NOW, base.agingMs))).toEqual([2, 2]);
+    const picked = p.plan({ candidates: [...highs, ...lows], limit: 3, nowMs: NOW, inFlight: new Map() });
+    expect(picked.map((c) => c.priority)).toEqual([-10, -10, 10]);
+    // Still oldest first: a high job due earlier goes before them.
+    const older = cand({ priority: 10, dueMs: due - 1 });
+    expect(p.plan({ candidates: [...highs, ...lows, older], limit: 1, nowMs: NOW, inFlight: new Map() })).toEqual([older]);
+  });
+
   test("weighted fair share: sustained high-priority load leaves low priority its share, never zero", () => {
     const p = new DispatchPlanner(base);
     const picked = p.plan({ candidates: [...many(500, { priority: 9 }), ...many(500, { priority: -9 })], limit: 90, nowMs: NOW, inFlight: new Map() });
