@@ -187,9 +187,13 @@ for (const driver of DRIVERS) {
         expect(catchups.length).toBeGreaterThanOrEqual(3);
         // 5/s: due 200 ms apart (exactly), each called no sooner than due. Arrivals carry
         // scheduling jitter (one late call shortens the gap to the next), so the rate is
-        // checked over windows: never more than 5 (+1 at a window's edge) in any second.
-        for (const c of catchups) {
-          expect(catchups.filter((d) => d.at >= c.at && d.at < c.at + 1000).length).toBeLessThanOrEqual(6);
+        // checked over windows: never more than 5 (+1 at a window's edge) in any second, among
+        // the calls that came on time. A call that came late (a starved CPU: four test files
+        // at once) is followed at once by the next one due, which is the point of a backlog. The
+        // rate itself is the spacing of the due times, checked next.
+        const onTime = catchups.filter((c) => c.at - Date.parse(c.headers["scheduler-scheduled-for"]) <= 150);
+        for (const c of onTime) {
+          expect(onTime.filter((d) => d.at >= c.at && d.at < c.at + 1000).length).toBeLessThanOrEqual(6);
         }
         const due = catchups.map((c) => Date.parse(c.headers["scheduler-scheduled-for"])).sort((a, b) => a - b);
         for (let i = 1; i < due.length; i++) expect(due[i] - due[i - 1]).toBeGreaterThanOrEqual(199);

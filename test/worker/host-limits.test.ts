@@ -91,8 +91,10 @@ for (const driver of HOST_LIMIT_DRIVERS) {
           // Throttled: A's rate halves with each 429 down to the floor (0.5/s) …
           const aSlowed = between(a.calls, t0, 2200, 3200);
           expect(aSlowed).toBeLessThanOrEqual(4);
-          // … while B, called in parallel, keeps its 20/s.
-          expect(between(b.calls, t0, 2200, 3200)).toBeGreaterThanOrEqual(14);
+          // … while B, called in parallel, keeps its 20/s. At least half of it: a B held back
+          // with A would run at A's rate (≤ 4); on a starved CPU (four test files at once) B
+          // itself was seen at 11.
+          expect(between(b.calls, t0, 2200, 3200)).toBeGreaterThanOrEqual(10);
           // Recovered: successes raise A's rate back, step by step, not above its limit.
           const aBack = between(a.calls, t0, 5500, 7500);
           expect(aBack).toBeGreaterThanOrEqual(8);
