@@ -91,6 +91,17 @@ for (const driver of DRIVERS) {
 
       const describeJobs = (js: JobLite[]) => js.map((j) => `${iso(j.nominal)} ${j.status}${j.catchup ? " catchup" : ""}`);
 
+      /**
+       * The nominals whose occurrence ran its course: called, or never called and expired past
+       * its start_by. On a machine too busy to start a job within its grace (PGlite, with four
+       * test files at once) the scheduler must expire it uncalled: the policy's choice is in
+       * the jobs it created either way, and a job past its grace is never called late.
+       */
+      const ranOrExpired = (k: string): number[] =>
+        [...new Set([...calls[k]!.map(nominalOf), ...jobs[k]!.filter((j) => j.status === "expired" && j.calls === 0).map((j) => j.nominal)])].sort(
+          (a, b) => a - b,
+        );
+
       test("nothing was generated or called while no dispatcher ran", () => {
         expect(jobsBeforeStart).toBe(0);
         expect(callsBeforeStart).toBe(0);
@@ -105,9 +116,10 @@ for (const driver of DRIVERS) {
         const missedSet = new Set(missed);
         expect(calls.skip.filter((c) => missedSet.has(nominalOf(c))).map((c) => c.headers["scheduler-nominal-time"])).toEqual([]);
         expect(jobs.skip.filter((j) => missedSet.has(j.nominal)).map((j) => iso(j.nominal))).toEqual([]);
-        // The first call is for the first nominal after the missed ones (the on-time one).
+        // The first occurrence after the missed ones is the on-time one (called, or expired
+        // uncalled on a starved machine: see ranOrExpired).
         expect(calls.skip.length).toBeGreaterThanOrEqual(2);
-        expect(calls.skip.map((c) => c.headers["scheduler-nominal-time"])[0]).toBe(iso(onTime[0]));
+        expect(iso(ranOrExpired("skip")[0]!)).toBe(iso(onTime[0]));
         expect(calls.skip.filter(isCatchup)).toHaveLength(0);
         expect(schedules.skip.occurrences.misfired).toBeGreaterThanOrEqual(missed.length);
         expect(misfiredMetric).toBeGreaterThan(0);
@@ -137,9 +149,9 @@ for (const driver of DRIVERS) {
         // the overlap policy (default skip) has nothing "still running" to skip it for.
         const { missed, onTime } = missedAt(EVERY_2S, "once", 1000);
         expect(onTime).toHaveLength(1);
-        const later = calls.once.filter((x) => nominalOf(x) > missed.at(-1)!);
+        const later = ranOrExpired("once").filter((n) => n > missed.at(-1)!);
         const lastCalled = Math.max(...calls.once.map(nominalOf));
-        expect({ called: later.map((x) => x.headers["scheduler-nominal-time"]), jobs: describeJobs(jobs.once) }).toEqual({
+        expect({ called: later.filter((n) => n <= lastCalled).map(iso), jobs: describeJobs(jobs.once) }).toEqual({
           called: nominals(EVERY_2S, onTime[0], lastCalled).map(iso),
           jobs: describeJobs(jobs.once),
         });
@@ -151,19 +163,24 @@ for (const driver of DRIVERS) {
         expect(tooOld.length).toBeGreaterThanOrEqual(1);
         expect(missed.length).toBeGreaterThanOrEqual(2);
         const callsFor = (n: number) => calls.all.filter((c) => nominalOf(c) === n);
-        expect(missed.map((n) => [iso(n), callsFor(n).length, callsFor(n).every(isCatchup)])).toEqual(missed.map((n) => [iso(n), 1, true]));
+        // One catch-up occurrence each, called once (or expired uncalled: see ranOrExpired).
+        const ran = new Set(ranOrExpired("all"));
+        const jobFor = (n: number) => jobs.all.find((j) => j.nominal === n);
+        expect(missed.map((n) => [iso(n), ran.has(n), callsFor(n).length <= 1, jobFor(n)?.catchup, callsFor(n).every(isCatchup)])).toEqual(
+          missed.map((n) => [iso(n), true, true, true, true]),
+        );
         // Nothing older than the window: no call, no job.
         expect(calls.all.filter((c) => gen - nominalOf(c) > 3000).map((c) => c.headers["scheduler-nominal-time"])).toEqual([]);
         expect(jobs.all.filter((j) => gen - j.nominal > 3000).map((j) => iso(j.nominal))).toEqual([]);
         // A call flagged catch-up that was not missed at generation really started past its grace.
         const missedSet = new Set(missed);
         for (const c of calls.all.filter(isCatchup)) if (!missedSet.has(nominalOf(c))) expect(c.at - nominalOf(c)).toBeGreaterThan(500);
-        // Every nominal from the oldest in the window on has exactly one call.
+        // Every nominal from the oldest in the window on has run its course, with at most one call.
         const lastCalled = Math.max(...calls.all.map(nominalOf));
+        expect(new Set(calls.all.map(nominalOf)).size).toBe(calls.all.length);
         expect(
-          calls.all
-            .map(nominalOf)
-            .sort((a, b) => a - b)
+          ranOrExpired("all")
+            .filter((n) => n <= lastCalled)
             .map(iso),
         ).toEqual(nominals(EVERY_S, missed[0], lastCalled).map(iso));
         expect(schedules.all.occurrences.misfired).toBeGreaterThanOrEqual(tooOld.length);
@@ -174,7 +191,7 @@ for (const driver of DRIVERS) {
         // running" when the next one comes due, so overlap=skip must not drop the others.
         const { missed } = missedAt(EVERY_S, "allSkip", 500, 3000);
         expect(missed.length).toBeGreaterThanOrEqual(2);
-        const called = new Set(calls.allSkip.map(nominalOf));
+        const called = new Set(ranOrExpired("allSkip"));
         expect({ missedCalled: missed.filter((n) => called.has(n)).map(iso), jobs: describeJobs(jobs.allSkip) }).toEqual({
           missedCalled: missed.map(iso),
           jobs: describeJobs(jobs.allSkip),
