@@ -75,8 +75,12 @@ for (const driver of HOST_LIMIT_DRIVERS) {
         await withScheduler(driver, { SCHEDULER_HOST_RATE: "20" }, async (rt) => {
           const retry = { max_attempts: 3, base: "50ms", max: "200ms" };
           const jobs = (url: string) => Array.from({ length: 200 }, (_, i) => ({ target: { url: `${url}/j${i}` }, retry }));
-          const t0 = Date.now();
           await createBatch(rt, [...jobs(a.url), ...jobs(b.url)]);
+          // The windows count from the first call: creating 400 jobs and the first claim take a
+          // varying while on a busy machine (four test files at once: 10 calls in the first
+          // window when it counted from before the create).
+          await eventually(() => a.calls.length > 0 && b.calls.length > 0, 10_000, "the first calls to both hosts");
+          const t0 = Math.min(a.calls[0]!.at, b.calls[0]!.at);
           await sleepUntil(t0 + 1200);
           throttling = true;
           await sleepUntil(t0 + 2800);
