@@ -79,8 +79,11 @@ WHERE NOT paused AND next_fire_at IS NOT NULL
 ORDER BY next_fire_at LIMIT 1;
 
 -- name: ActiveOccurrences
--- In progress (waiting, queued, running) and held (waiting for the one before).
-SELECT count(*) FILTER (WHERE due_at <> 'infinity') AS active,
+-- In progress (waiting, queued, running) and held (waiting for the one before). An occurrence
+-- past its start-by that never started is not in progress: it can never run (the misfire
+-- expiry ends it within a pass or so), and counting it would make overlap=skip drop the next
+-- one too, so that neither runs. claimable() is the same test every claim makes.
+SELECT count(*) FILTER (WHERE due_at <> 'infinity' AND claimable(start_by, calls)) AS active,
        count(*) FILTER (WHERE due_at = 'infinity') AS held
 FROM jobs
 WHERE tenant = $1 AND schedule_id = $2 AND status IN ('scheduled', 'queued', 'running');
