@@ -74,7 +74,10 @@ describe("exactly-once effects, end to end (postgres, real processes)", () => {
     const plain = await create("kill_after_commit", false);
     const plainJob = await succeeded(plain);
     await receiver.ready();
-    const verified = await create("kill_after_commit", true);
+    // The retry waits longer than the receiver's restart: a verify GET that finds it still down
+    // is "anything else" (API.md), and the retry then calls again as usual. With 300 ms it
+    // did once, with four test files at once slowing the restart.
+    const verified = await create("kill_after_commit", true, { retry: { max_attempts: 10, base: "2s", max: "4s" } });
     const verifiedJob = await succeeded(verified);
     // Each first call killed the receiver; the supervisor brought it back.
     expect(receiver.starts - startsBefore).toBe(2);
