@@ -9,6 +9,10 @@ import { eventually, type Received } from "../helpers/target.ts";
 import { apiJobs, createSchedule, dbJobs, getSchedule, isCatchup, iso, metric, nominalOf, nominals, Recorder, type JobLite } from "./gen-support.ts";
 
 const EVERY_2S = "*/2 * * * * *"; // default grace 1 s
+// The misfire scenario's every-2-s rules: the first pass after the downtime must find the last
+// nominal on time. With the default 1 s, a dispatcher that took over 850 ms to start and
+// generate (PGlite, four test files at once) found none on time.
+const GRACE_2S_MS = 1800;
 const EVERY_S = "* * * * * *"; // default grace 500 ms
 
 for (const driver of DRIVERS) {
@@ -41,8 +45,8 @@ for (const driver of DRIVERS) {
         try {
           const tgt = (p: string) => ({ url: `${rec.url}/${p}` });
           for (const [k, body] of [
-            ["skip", { id: ids.skip, cron: EVERY_2S, misfire: "skip", target: tgt(ids.skip) }],
-            ["once", { id: ids.once, cron: EVERY_2S, misfire: "fire_once", target: tgt(ids.once) }],
+            ["skip", { id: ids.skip, cron: EVERY_2S, misfire: "skip", misfire_grace: `${GRACE_2S_MS}ms`, target: tgt(ids.skip) }],
+            ["once", { id: ids.once, cron: EVERY_2S, misfire: "fire_once", misfire_grace: `${GRACE_2S_MS}ms`, target: tgt(ids.once) }],
             // overlap allow: catch-up runs are not held back by the overlap policy.
             ["all", { id: ids.all, cron: EVERY_S, misfire: "fire_all", catchup_window: "3s", overlap: "allow", target: tgt(ids.all) }],
             // the default overlap (skip)
@@ -110,7 +114,7 @@ for (const driver of DRIVERS) {
       });
 
       test("skip: no call and no job for the missed nominals; the next call is the next on-time one; misfired counted", () => {
-        const { missed, onTime } = missedAt(EVERY_2S, "skip", 1000);
+        const { missed, onTime } = missedAt(EVERY_2S, "skip", GRACE_2S_MS);
         expect(missed.length).toBeGreaterThanOrEqual(2);
         expect(onTime).toHaveLength(1);
         const missedSet = new Set(missed);
@@ -126,7 +130,7 @@ for (const driver of DRIVERS) {
       });
 
       test("fire_once: exactly one call for the missed nominals — the most recent, as catch-up, with its own nominal time", () => {
-        const { missed } = missedAt(EVERY_2S, "once", 1000);
+        const { missed } = missedAt(EVERY_2S, "once", GRACE_2S_MS);
         expect(missed.length).toBeGreaterThanOrEqual(2);
         const missedSet = new Set(missed);
         const forMissed = calls.once.filter((c) => missedSet.has(nominalOf(c)));
@@ -140,14 +144,14 @@ for (const driver of DRIVERS) {
         expect(schedules.once.occurrences.misfired).toBeGreaterThanOrEqual(missed.length - 1);
         expect(schedules.once.occurrences.misfired).toBeGreaterThan(0);
         // Later calls are on time: none flagged catch-up unless it really started past its grace.
-        for (const x of calls.once.filter((x) => nominalOf(x) > missed.at(-1)!)) if (isCatchup(x)) expect(x.at - nominalOf(x)).toBeGreaterThan(1000);
+        for (const x of calls.once.filter((x) => nominalOf(x) > missed.at(-1)!)) if (isCatchup(x)) expect(x.at - nominalOf(x)).toBeGreaterThan(GRACE_2S_MS);
       });
 
       test("fire_once: the on-time occurrences after the catch-up all run (the catch-up does not crowd out an on-time one)", () => {
-        // The first pass sees the missed ones and one on time (~150 ms late, grace 1 s). The
+        // The first pass sees the missed ones and one on time (~150 ms late, grace 1.8 s). The
         // on-time one must run as it would under skip; the catch-up has not even started, so
         // the overlap policy (default skip) has nothing "still running" to skip it for.
-        const { missed, onTime } = missedAt(EVERY_2S, "once", 1000);
+        const { missed, onTime } = missedAt(EVERY_2S, "once", GRACE_2S_MS);
         expect(onTime).toHaveLength(1);
         const later = ranOrExpired("once").filter((n) => n > missed.at(-1)!);
         const lastCalled = Math.max(...calls.once.map(nominalOf));
