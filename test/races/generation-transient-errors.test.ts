@@ -17,7 +17,7 @@ import { seedAuthority } from "../../src/store/authority.ts";
 import type { Db } from "../../src/store/db.ts";
 import { expireMisfired } from "../../src/store/dispatch-queries.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
-import { insertSchedule, type ScheduleFields } from "../../src/store/schedules.ts";
+import { insertSchedule } from "../../src/store/schedules.ts";
 import type { ShardFence } from "../../src/store/shards.ts";
 import { sql } from "../../src/store/sql.ts";
 import { withTestFaults } from "../../src/store/test-faults.ts";
@@ -26,42 +26,15 @@ import { insertJob } from "../helpers/jobs.ts";
 import { memoryLogger } from "../helpers/log.ts";
 import { takeShards } from "../helpers/shards.ts";
 import { eventually } from "../helpers/target.ts";
+import { scheduleFields } from "../schedules/gen-support.ts";
 
 const HOUR = 3_600_000;
 const EVERY_S = "* * * * * *";
 
-function fields(id: string, over: Partial<ScheduleFields>): ScheduleFields {
-  return {
-    tenant: "default",
-    id,
-    cron: "0 * * * *",
-    timezone: "UTC",
-    dst_gap: null,
-    dst_fold: null,
-    target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
-    priority: 0,
-    max_attempts: 3,
-    backoff_base_ms: 1000,
-    backoff_max_ms: 60_000,
-    timeout_ms: 5000,
-    misfire: "fire_all",
-    misfire_grace_ms: null,
-    catchup_window_ms: 86_400_000,
-    overlap: "allow",
-    max_queued: 1,
-    window_ms: 0,
-    paused: false,
-    start_at: null,
-    end_at: null,
-    next_fire_at: null,
-    ...over,
-  };
-}
-
 /** An hourly schedule due now: its occurrence is this hour's nominal time. */
 async function hourlyDue(db: Db, id: string): Promise<number> {
   const nominal = Math.floor(Date.now() / HOUR) * HOUR;
-  await insertSchedule(db, fields(id, { next_fire_at: new Date(nominal) }), { actor: "test", reason: null });
+  await insertSchedule(db, scheduleFields(id, { next_fire_at: new Date(nominal) }), { actor: "test", reason: null });
   return nominal;
 }
 
@@ -71,7 +44,7 @@ async function hourlyDue(db: Db, id: string): Promise<number> {
  */
 async function coalescing(db: Db, id: string): Promise<{ jobId: string }> {
   const nowS = Math.floor(Date.now() / 1000) * 1000;
-  await insertSchedule(db, fields(id, { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(nowS - 5000) }), { actor: "test", reason: null });
+  await insertSchedule(db, scheduleFields(id, { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(nowS - 5000) }), { actor: "test", reason: null });
   const old = new Date(nowS - 60_000);
   const j = await insertJob(db, { schedule_id: id, nominal_time: old, idempotency_key: `${id}@${old.toISOString()}`, due_at: new Date(Date.now() + HOUR) });
   return { jobId: j.id };
@@ -327,7 +300,7 @@ describe("ExpireMisfired and a generator on the same schedule: no deadlock (post
   test("the generator holds S and expires J while the coordinator expires misfired J: both finish, J expired once", async () => {
     // J: an unstarted occurrence of S past its start_by (the coordinator's to expire), and
     // older than S's most recent missed occurrence (the generator's to coalesce).
-    await insertSchedule(t.db, fields("S", { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(Date.now() + HOUR) }), {
+    await insertSchedule(t.db, scheduleFields("S", { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(Date.now() + HOUR) }), {
       actor: "test",
       reason: null,
     });
@@ -391,7 +364,7 @@ describe("ExpireMisfired and a generator on the same schedule: no deadlock (post
   });
 
   test("with the schedule free, the coordinator expires the misfired occurrence", async () => {
-    await insertSchedule(t.db, fields("S2", { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(Date.now() + HOUR) }), {
+    await insertSchedule(t.db, scheduleFields("S2", { cron: EVERY_S, misfire: "fire_once", next_fire_at: new Date(Date.now() + HOUR) }), {
       actor: "test",
       reason: null,
     });

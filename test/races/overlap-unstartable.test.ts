@@ -10,10 +10,10 @@ import { ScheduleGenerator } from "../../src/dispatcher/schedule-generator.ts";
 import { silentLogger } from "../../src/obs/log.ts";
 import { Metrics } from "../../src/obs/metrics.ts";
 import { seedAuthority } from "../../src/store/authority.ts";
-import { insertSchedule, type ScheduleFields } from "../../src/store/schedules.ts";
+import { insertSchedule } from "../../src/store/schedules.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { takeShards } from "../helpers/shards.ts";
-import { dbJobs, iso } from "../schedules/gen-support.ts";
+import { dbJobs, iso, scheduleFields } from "../schedules/gen-support.ts";
 
 for (const driver of DRIVERS) {
   describe(`overlap=skip behind an occurrence that can no longer start (${driver})`, () => {
@@ -32,30 +32,13 @@ for (const driver of DRIVERS) {
 
     /** An hourly schedule, overlap skip, two hours of grace (nothing is missed by lateness), due at the last full hour. */
     async function schedule(id: string): Promise<number> {
-      const f: ScheduleFields = {
-        tenant: "default",
-        id,
+      const f = scheduleFields(id, {
         cron: "0 0 * * * *",
-        timezone: "UTC",
-        dst_gap: null,
-        dst_fold: null,
-        target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
-        priority: 0,
-        max_attempts: 3,
-        backoff_base_ms: 1000,
-        backoff_max_ms: 60_000,
-        timeout_ms: 5000,
         misfire: "skip",
         misfire_grace_ms: 2 * HOUR,
-        catchup_window_ms: 86_400_000,
         overlap: "skip",
-        max_queued: 1,
-        window_ms: 0,
-        paused: false,
-        start_at: null,
-        end_at: null,
         next_fire_at: new Date(Math.floor(Date.now() / HOUR) * HOUR),
-      };
+      });
       const row = await insertSchedule(t.db, f, { actor: "test", reason: null });
       return row!.next_fire_at!.getTime();
     }

@@ -3,6 +3,7 @@
 import { expect } from "bun:test";
 import type { Runtime } from "../../src/runtime.ts";
 import type { Db } from "../../src/store/db.ts";
+import type { ScheduleFields } from "../../src/store/schedules.ts";
 import { CronRule } from "../../src/time/cron-rule.ts";
 import { api } from "../helpers/scheduler.ts";
 import { Target, type Received } from "../helpers/target.ts";
@@ -118,4 +119,36 @@ export async function metric(rt: Runtime, name: string, labels: string): Promise
 /** The rule's nominal instants in [from, to]. */
 export function nominals(cron: string, from: number, to: number): number[] {
   return new CronRule({ cron, timezone: "UTC" }).next(100_000, from - 1, to);
+}
+
+/**
+ * A schedule's stored fields for tests that insert one directly (no API): an hourly rule in
+ * UTC calling a closed port, fire_all, overlap allow, not yet due; `over` changes any of it.
+ */
+export function scheduleFields(id: string, over: Partial<ScheduleFields> = {}): ScheduleFields {
+  return {
+    tenant: "default",
+    id,
+    cron: "0 * * * *",
+    timezone: "UTC",
+    dst_gap: null,
+    dst_fold: null,
+    target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
+    priority: 0,
+    max_attempts: 3,
+    backoff_base_ms: 1000,
+    backoff_max_ms: 60_000,
+    timeout_ms: 5000,
+    misfire: "fire_all",
+    misfire_grace_ms: null,
+    catchup_window_ms: 86_400_000,
+    overlap: "allow",
+    max_queued: 1,
+    window_ms: 0,
+    paused: false,
+    start_at: null,
+    end_at: null,
+    next_fire_at: null,
+    ...over,
+  };
 }

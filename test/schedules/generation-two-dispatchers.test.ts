@@ -13,13 +13,13 @@ import { getLease } from "../../src/store/leases.ts";
 import type { ShardFence } from "../../src/store/shards.ts";
 import { takeShards, tokenOf } from "../helpers/shards.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
-import { insertSchedule, type ScheduleFields } from "../../src/store/schedules.ts";
+import { insertSchedule } from "../../src/store/schedules.ts";
 import { seedAuthority } from "../../src/store/authority.ts";
 import { createDatabase, dropDatabase, freshDb, type TestDb } from "../helpers/db.ts";
 import { api } from "../helpers/scheduler.ts";
 import { kill, spawnScheduler, type Proc } from "../helpers/process.ts";
 import { Target, type Received } from "../helpers/target.ts";
-import { dbJobs, iso, nominals, type JobLite } from "./gen-support.ts";
+import { dbJobs, iso, nominals, scheduleFields, type JobLite } from "./gen-support.ts";
 
 const EVERY_S = "* * * * * *";
 
@@ -173,30 +173,7 @@ describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hol
 
   async function dueSchedule(id: string, secondsAgo: number) {
     const nowS = Math.floor(Date.now() / 1000) * 1000;
-    const f: ScheduleFields = {
-      tenant: "default",
-      id,
-      cron: EVERY_S,
-      timezone: "UTC",
-      dst_gap: null,
-      dst_fold: null,
-      target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
-      priority: 0,
-      max_attempts: 3,
-      backoff_base_ms: 1000,
-      backoff_max_ms: 60_000,
-      timeout_ms: 5000,
-      misfire: "fire_all",
-      misfire_grace_ms: null,
-      catchup_window_ms: 86_400_000,
-      overlap: "allow",
-      max_queued: 1,
-      window_ms: 0,
-      paused: false,
-      start_at: null,
-      end_at: null,
-      next_fire_at: new Date(nowS - secondsAgo * 1000),
-    };
+    const f = scheduleFields(id, { cron: EVERY_S, next_fire_at: new Date(nowS - secondsAgo * 1000) });
     const row = await insertSchedule(t.db, f, { actor: "test", reason: null });
     return row!.next_fire_at!.getTime();
   }

@@ -16,6 +16,7 @@ import { takeShards } from "../helpers/shards.ts";
 import { eventually, Target } from "../helpers/target.ts";
 import { bearer, expectError } from "../api/support.ts";
 import { tokenSpec } from "../helpers/tokens.ts";
+import { scheduleFields } from "../schedules/gen-support.ts";
 
 describe("default ceilings: settings", () => {
   test("with tenant tokens, a tenant's running cap defaults to half of WORKER_CONCURRENCY; SCHEDULER_TENANT_SHARE and SCHEDULER_TENANT_MAX_RUNNING change it", () => {
@@ -191,30 +192,8 @@ for (const driver of DRIVERS) {
         await seedAuthority(t.db, "local");
         const fence = await takeShards(t.db, "gen");
         const nowS = Math.floor(Date.now() / 1000) * 1000;
-        const schedule = (tenant: string, id: string, cron: string, secondsAgo: number, misfire: "fire_all" | "fire_once"): ScheduleFields => ({
-          tenant,
-          id,
-          cron,
-          timezone: "UTC",
-          dst_gap: null,
-          dst_fold: null,
-          target: { url: "http://127.0.0.1:9/x", method: "POST", headers: {}, body: null, json: false },
-          priority: 0,
-          max_attempts: 3,
-          backoff_base_ms: 1000,
-          backoff_max_ms: 60_000,
-          timeout_ms: 5000,
-          misfire,
-          misfire_grace_ms: 1000,
-          catchup_window_ms: 86_400_000,
-          overlap: "allow",
-          max_queued: 1,
-          window_ms: 0,
-          paused: false,
-          start_at: null,
-          end_at: null,
-          next_fire_at: new Date(nowS - secondsAgo * 1000),
-        });
+        const schedule = (tenant: string, id: string, cron: string, secondsAgo: number, misfire: "fire_all" | "fire_once"): ScheduleFields =>
+          scheduleFields(id, { tenant, cron, misfire, misfire_grace_ms: 1000, next_fire_at: new Date(nowS - secondsAgo * 1000) });
         // big: 120 missed per-second occurrences, all to run (fire_all), generated first (older next_fire_at).
         await insertSchedule(t.db, schedule("big", "backlog", "* * * * * *", 120, "fire_all"), { actor: "test", reason: null });
         // small: one missed occurrence to run late (fire_once).
