@@ -20,6 +20,7 @@ import { DispatchPlanner, type PlannerSettings } from "./dispatch-planner.ts";
 import { DueClaimer } from "./due-claimer.ts";
 import { QueueUptake } from "./queue-uptake.ts";
 import { DbClock } from "../time/db-clock.ts";
+import type { LocalWorker } from "./local-worker.ts";
 
 export interface DispatcherOptions {
   db: Db;
@@ -58,29 +59,6 @@ export interface DispatcherOptions {
   afterClaimReply?: (jobs: ClaimRow[]) => Promise<void>;
   /** The database's clock, to plan wake-ups by (absent: the process clock). */
   clock?: DbClock;
-}
-
-/** The room a worker in this process gives one claim (LocalWorker.fill). */
-export interface LocalRoom {
-  /** Jobs of any priority the claim may take. */
-  any: number;
-  /** Jobs of the reserved class only (SCHEDULER_RESERVED_SLOTS), beyond `any`. */
-  reserved: number;
-  /** How many it may start: open their attempts, the claim being their pre-call check (ClaimDueIds). */
-  startLimit: number;
-  /** Take only what starts at once (startLimit), not a prefetch. */
-  onlyWhatStarts: boolean;
-}
-
-/**
- * A worker in this process, as its dispatcher sees it: one call a claim. fill() gives the
- * claim the worker's room (or runs nothing and answers undefined, when a claim now would not
- * be worth its statements), takes each batch the claim hands it, and takes its room back
- * when the claim ends. Returns the jobs it took.
- */
-export interface LocalWorker {
-  readonly owner: string;
-  fill(max: number, claim: (room: LocalRoom, hand: (jobs: ClaimRow[], roundTripMs: number) => void) => Promise<void>): Promise<ClaimRow[] | undefined>;
 }
 
 /** What one claim pass did: `capped`, nothing was claimed (no room, or a full queue); `localFull`, the worker in this process had no room. */

@@ -1,6 +1,6 @@
 import type { Db } from "../store/db.ts";
 import type { ClaimedJob, ClaimRow } from "../store/types.ts";
-import type { LocalRoom, LocalWorker } from "../dispatcher/dispatcher.ts";
+import type { LocalRoom, LocalWorker } from "../dispatcher/local-worker.ts";
 import { claimQueued, deferJobs, releaseJobs, startAttempts, unstartAtClaim } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
