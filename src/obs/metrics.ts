@@ -1,4 +1,5 @@
 import client from "prom-client";
+import { FastHistogram } from "./fast-histogram.ts";
 
 // Buckets from 1 ms to ~2 h: lag is milliseconds when healthy and hours in an outage.
 const LAG_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 7200];
@@ -16,13 +17,13 @@ export class Metrics {
     labelNames: ["outcome"],
     registers: [this.registry],
   });
-  readonly schedulingLag = new client.Histogram({
+  readonly schedulingLag = new FastHistogram({
     name: "scheduler_scheduling_lag_seconds",
     help: "Due instant to dispatcher claim",
     buckets: LAG_BUCKETS,
     registers: [this.registry],
   });
-  readonly dispatchLag = new client.Histogram({
+  readonly dispatchLag = new FastHistogram({
     name: "scheduler_dispatch_lag_seconds",
     help: "Dispatcher: start of due discovery to the claim committed (the job queued or handed to a worker)",
     buckets: LAG_BUCKETS,
@@ -52,25 +53,25 @@ export class Metrics {
     help: "1 while this process holds the dispatch lease (the dispatch leader of its region), else 0",
     registers: [this.registry],
   });
-  readonly startLag = new client.Histogram({
+  readonly startLag = new FastHistogram({
     name: "scheduler_start_lag_seconds",
     help: "Due instant of an attempt to its call start",
     buckets: LAG_BUCKETS,
     registers: [this.registry],
   });
-  readonly queueWait = new client.Histogram({
+  readonly queueWait = new FastHistogram({
     name: "scheduler_queue_wait_seconds",
     help: "Dispatcher claim to call start",
     buckets: LAG_BUCKETS,
     registers: [this.registry],
   });
-  readonly executionDuration = new client.Histogram({
+  readonly executionDuration = new FastHistogram({
     name: "scheduler_execution_duration_seconds",
     help: "Call start to answer",
     buckets: LAG_BUCKETS,
     registers: [this.registry],
   });
-  readonly endToEnd = new client.Histogram({
+  readonly endToEnd = new FastHistogram({
     name: "scheduler_end_to_end_seconds",
     help: "Due instant to succeeded",
     buckets: LAG_BUCKETS,
@@ -148,7 +149,7 @@ export class Metrics {
     help: "Due jobs missing from the Redis index, found and claimed by the SQL reconciliation pass",
     registers: [this.registry],
   });
-  readonly indexReconcileLate = new client.Histogram({
+  readonly indexReconcileLate = new FastHistogram({
     name: "scheduler_index_reconcile_late_seconds",
     help: "How late (due instant to claim) the jobs the SQL reconciliation pass claimed were; compare with scheduler_index_reconcile_bound_seconds",
     buckets: LAG_BUCKETS,
@@ -169,7 +170,17 @@ export class Metrics {
     help: "Failover generation of the region authority (the high half of every fencing token)",
     registers: [this.registry],
   });
-  readonly inflight = new client.Gauge({ name: "scheduler_worker_inflight", help: "Calls in flight in this process", registers: [this.registry] });
+  /** Read at scrape time (see callsInFlight): set per call, it cost two prom-client writes a job. */
+  readonly inflight = new client.Gauge({
+    name: "scheduler_worker_inflight",
+    help: "Calls in flight in this process",
+    registers: [this.registry],
+    collect: () => {
+      if (this.callsInFlight) this.inflight.set(this.callsInFlight());
+    },
+  });
+  /** The worker in this process tells how many calls it has in flight (the gauge above reads it). */
+  callsInFlight: (() => number) | undefined;
   readonly throttledHosts = new client.Gauge({
     name: "scheduler_throttled_hosts",
     help: "Target hosts this worker currently calls below their limit after 429/503 answers, or not at all until their Retry-After",

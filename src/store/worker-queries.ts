@@ -73,7 +73,38 @@ export interface Completion {
 /** Applies outcomes in one statement; returns the jobs whose row changed (the others were late). */
 export async function completeAttempts(db: Queryable, owner: string, items: Completion[]) {
   if (items.length === 0) return [];
-  return db.query<{ id: string; status: string }>(sql("CompleteAttempts"), [owner, JSON.stringify(items)]);
+  return db.query<{ id: string; status: string }>(sql("CompleteAttempts"), [owner, completionsJson(items)]);
+}
+
+/**
+ * The batch as CompleteAttempts reads it: instants as epoch milliseconds (a Date's JSON is
+ * an ISO string, ~3 % of a worker's time in a burst to write, and text for the database to
+ * parse) and null fields left out (most of a success's).
+ */
+export function completionsJson(items: Completion[]): string {
+  const wire: Record<string, unknown>[] = new Array(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const c = items[i]!;
+    const w: Record<string, unknown> = {
+      job_id: c.job_id,
+      gen: c.gen,
+      attempt_id: c.attempt_id,
+      outcome: c.outcome,
+      possibly_delivered: c.possibly_delivered,
+      started_ms: c.started_at.getTime(),
+      finished_ms: c.finished_at.getTime(),
+      next_status: c.next_status,
+      counts_try: c.counts_try,
+    };
+    if (c.http_status !== null) w.http_status = c.http_status;
+    if (c.error !== null) w.error = c.error;
+    if (c.next_delay_ms !== null) w.next_delay_ms = c.next_delay_ms;
+    if (c.last_error !== null) w.last_error = c.last_error;
+    if (c.throttle_until !== null) w.throttle_until_ms = c.throttle_until.getTime();
+    if (c.dead_reason !== null) w.dead_reason = c.dead_reason;
+    wire[i] = w;
+  }
+  return JSON.stringify(wire);
 }
 
 export async function releaseJobs(db: Queryable, owner: string, jobs: Claimed[]) {

@@ -80,7 +80,8 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
   }
   // Retry and expiry decisions compare with expires_at, an instant on the database's clock.
   const now = d.clock.now();
-  let next = decideNext({ ...job, calls: number }, r, now);
+  // The job as of this call (a claim that was the check returned it so already: no copy).
+  let next = decideNext(job.calls === number ? job : { ...job, calls: number }, r, now);
   const why = f.abort.signal.aborted ? f.abort.signal.reason : undefined;
   if (r.outcome !== "success" && (why === ABORT_STOP || why === ABORT_LEASE)) {
     // Our stop, not the target's failure: retry at once elsewhere, without using up a try.

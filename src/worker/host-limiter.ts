@@ -391,11 +391,20 @@ export function laneKey(url: string, tenant: string, own: HostLimits | null | un
   return positive(own?.rate) !== undefined || positive(own?.concurrency) !== undefined ? `${host}#${tenant}` : host;
 }
 
+// A job's URL is parsed for its host on every admission; the URLs in use are few.
+const hostOfUrl = new Map<string, string>();
+
 /** The key hosts are limited by: host[:port] as in the URL (the port only when not the scheme's default). */
 export function hostKey(url: string): string {
+  const known = hostOfUrl.get(url);
+  if (known !== undefined) return known;
+  let host: string;
   try {
-    return new URL(url).host;
+    host = new URL(url).host;
   } catch {
-    return url;
+    host = url;
   }
+  if (hostOfUrl.size >= 10_000) hostOfUrl.clear();
+  hostOfUrl.set(url, host);
+  return host;
 }

@@ -57,26 +57,26 @@ export class HostState<T> {
 
   private refresh(): void {
     if (!this.dirty) return;
-    this.rateLimit = Math.min(Infinity, ...this.rates.keys());
-    this.concLimit = Math.min(Infinity, ...this.concs.keys());
+    this.rateLimit = smallestKey(this.rates);
+    this.concLimit = smallestKey(this.concs);
     this.dirty = false;
   }
 
+  // The tightest limits change only when a value comes or goes, not with every job that
+  // shares one (every call in a burst to one host would otherwise recompute them twice).
   setMember(id: string, lim: CallLimits): void {
     if (this.members.has(id)) this.dropMember(id);
     this.members.set(id, lim);
-    bump(this.rates, lim.rate, 1);
-    bump(this.concs, lim.concurrency, 1);
-    this.dirty = true;
+    if (bump(this.rates, lim.rate, 1)) this.dirty = true;
+    if (bump(this.concs, lim.concurrency, 1)) this.dirty = true;
   }
 
   dropMember(id: string): void {
     const lim = this.members.get(id);
     if (!lim) return;
     this.members.delete(id);
-    bump(this.rates, lim.rate, -1);
-    bump(this.concs, lim.concurrency, -1);
-    this.dirty = true;
+    if (bump(this.rates, lim.rate, -1)) this.dirty = true;
+    if (bump(this.concs, lim.concurrency, -1)) this.dirty = true;
   }
 
   /** The configured limits (tightest of the members, and of `lim` if given). */
@@ -122,8 +122,17 @@ export class HostState<T> {
   }
 }
 
-function bump(m: Map<number, number>, k: number, d: number): void {
-  const n = (m.get(k) ?? 0) + d;
+/** Counts `k` up or down; true when `k` came or went (the set of keys changed). */
+function bump(m: Map<number, number>, k: number, d: number): boolean {
+  const was = m.get(k) ?? 0;
+  const n = was + d;
   if (n > 0) m.set(k, n);
   else m.delete(k);
+  return was === 0 || n <= 0;
+}
+
+function smallestKey(m: Map<number, number>): number {
+  let min = Infinity;
+  for (const k of m.keys()) if (k < min) min = k;
+  return min;
 }

@@ -226,6 +226,7 @@ export class Worker implements LocalWorker {
       background: (p) => this.handled(p),
     });
     this.slots = new SlotLedger(o.reservedSlots);
+    o.metrics.callsInFlight = () => this.count.calling;
   }
 
   /** What the slot ledger weighs a claim against. */
@@ -894,7 +895,6 @@ export class Worker implements LocalWorker {
   private launch(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
     const id = f.job.id;
     this.jobs.enter(f, "calling");
-    this.o.metrics.inflight.set(this.count.calling);
     // The call slot is free once the target has answered, not once the outcome is written:
     // the write is batched with others, and a slot held through it would make every call
     // wait for a commit. The job stays in `jobs` (its lease renewed) until it is written,
@@ -905,7 +905,6 @@ export class Worker implements LocalWorker {
       this.jobs.enter(f, "finishing");
       const ms = performance.now() - launchedAt;
       this.callMs = this.callMs === undefined ? ms : this.callMs * 0.9 + ms * 0.1;
-      this.o.metrics.inflight.set(this.count.calling);
       this.countCall();
       this.launchArmed();
       if (this.ready.length > 0) this.handled(this.pump());
