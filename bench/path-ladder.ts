@@ -1,0 +1,344 @@
+#!/usr/bin/env bun
+/**
+ * Where the worker's process time goes, one layer of its own code at a time. Every step runs
+ * the scheduler's claim (ClaimDueIds, opening the attempts: the claim is the pre-call check,
+ * as for a worker in the dispatcher's process) and its completion (CompleteAttempts), through
+ * its own query functions, against one durable server and one loopback target in its own
+ * process, 32 calls in flight. What changes between steps is how much of the worker's
+ * per-job code runs around the call:
+ *
+ *   statements      a bare fetch of the job's URL and body; completions batched by hand
+ *   +deliver        deliver(): headers, the call's limit, the pinned target, the outcome
+ *   +callAttempt    callAttempt(): metrics, payloads, the host limiter, the decision, the
+ *                   completion batcher (the worker's whole per-call path, less its bookkeeping)
+ *
+ * The scheduler itself is bench:peers' figure ("CPU µs / job, process"); the gap between the
+ * last step and it is the worker's and dispatcher's bookkeeping (phases, pump, planner,
+ * discovery). Claims here take their candidates from a list read beforehand: no discovery.
+ *
+ *   npm run bench:path                          # 40,000 jobs per step, 2 rounds, alternated
+ *   npm run bench:path -- --jobs 20000 --rounds 3
+ *
+ * See bench/README.md "path ladder".
+ */
+import { parseArgs } from "node:util";
+import postgres from "postgres";
+import { createDatabase, dropDatabase } from "../test/helpers/db.ts";
+import { seedAuthority } from "../src/store/authority.ts";
+import { claimDueIds } from "../src/store/dispatch-queries.ts";
+import { migrate } from "../src/store/migrate.ts";
+import { openPostgres } from "../src/store/postgres-driver.ts";
+import { acquireShards } from "../src/store/shards.ts";
+import { completeAttempts, type Completion } from "../src/store/worker-queries.ts";
+import type { ClaimRow } from "../src/store/types.ts";
+import { deliver } from "../src/worker/deliver.ts";
+import { type AttemptDeps, callAttempt } from "../src/worker/attempt-call.ts";
+import { CompletionBatcher } from "../src/worker/completion-batcher.ts";
+import { HostLimiter, laneKey } from "../src/worker/host-limiter.ts";
+import { PayloadCache } from "../src/worker/payload-cache.ts";
+import type { InFlight } from "../src/worker/in-flight.ts";
+import { DbClock } from "../src/time/db-clock.ts";
+import { Metrics } from "../src/obs/metrics.ts";
+import { createLogger } from "../src/obs/log.ts";
+import { loadConfig } from "../src/config.ts";
+import { startRuntime } from "../src/runtime.ts";
+import { UsageError, whole } from "./lib/args.ts";
+import { describeMachine, packageVersion } from "./lib/machine.ts";
+import { describeServer, environmentRows } from "./lib/server.ts";
+import { keyValues, table } from "./lib/stats.ts";
+
+const USAGE = "usage: bun bench/path-ladder.ts [--jobs N] [--rounds N] [--concurrency N] [--steps a,b,…]   (npm run bench:path -- …)";
+const { values } = parseArgs({
+  options: { jobs: { type: "string" }, rounds: { type: "string" }, concurrency: { type: "string" }, steps: { type: "string" }, help: { type: "boolean" } },
+});
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const flag = (name: string, raw: string | undefined, dflt: number) => {
+  try {
+    return raw === undefined ? dflt : whole(name, raw, 1, 10_000_000);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`path-ladder: ${err.message}\n${USAGE}`);
+    process.exit(2);
+  }
+};
+const N = flag("jobs", values.jobs, 40_000);
+const ROUNDS = flag("rounds", values.rounds, 2);
+const CONC = flag("concurrency", values.concurrency, 32);
+const CLAIM_BATCH = 250;
+const COMPLETE_BATCH = 100;
+const say = (s: string) => process.stderr.write(`${s}\n`);
+
+type StepName = "statements" | "+deliver" | "+callAttempt" | "scheduler";
+const ALL_STEPS: StepName[] = ["statements", "+deliver", "+callAttempt", "scheduler"];
+const STEPS: StepName[] = values.steps ? (values.steps.split(",") as StepName[]) : ALL_STEPS;
+for (const s of STEPS) {
+  if (!ALL_STEPS.includes(s)) {
+    console.error(`path-ladder: no step "${s}" (steps: ${ALL_STEPS.join(", ")})\n${USAGE}`);
+    process.exit(2);
+  }
+}
+
+// The target in its own process, so that this process's CPU is the loop's alone.
+const target = Bun.spawn(
+  [
+    process.execPath,
+    "-e",
+    `const s = Bun.serve({ port: 0, hostname: "127.0.0.1", async fetch(r) { await r.arrayBuffer(); return new Response("ok"); } }); console.log(s.port);`,
+  ],
+  { stdout: "pipe" },
+);
+const first = await target.stdout.getReader().read();
+const port = Number(new TextDecoder().decode(first.value).trim());
+if (!(port > 0)) throw new Error("path-ladder: the target process did not start");
+const url = `http://127.0.0.1:${port}/hook`;
+
+interface Figures {
+  perSecond: number;
+  cpuUsPerJob: number;
+}
+
+const dbUrl = await createDatabase();
+const db = openPostgres({ url: dbUrl, maxConnections: 4 });
+const admin = postgres(dbUrl, { max: 1, onnotice: () => {} });
+const log = createLogger({ level: "warn" });
+const metrics = new Metrics();
+
+async function run(step: StepName): Promise<Figures> {
+  await db.exec("TRUNCATE jobs, attempts CASCADE");
+  await db.query(
+    `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms)
+     SELECT g.id, 'bench', 'scheduled', now() - interval '1 second', now(),
+       jsonb_build_object('url', $2::text, 'method', 'POST', 'headers', '{}'::jsonb, 'body', '{"k":"' || g.n || '","due":1764690000000}', 'json', true),
+       3, 1000, 60000, 30000
+     FROM unnest($1::uuid[]) WITH ORDINALITY AS g(id, n)`,
+    [Array.from({ length: N }, () => Bun.randomUUIDv7()), url],
+  );
+  await db.exec("VACUUM ANALYZE jobs");
+  await db.exec("VACUUM ANALYZE attempts");
+  await db.exec("UPDATE leases SET lease_until = now() - interval '1 hour' WHERE name LIKE 'dispatch:%'");
+  // The scheduler takes its shards itself (the others' lease on shard 0 lapsed above).
+  if (step === "scheduler") return runScheduler();
+  const shards = await acquireShards(db, { owner: "bench-dispatcher", shards: [0], ttlMs: 3_600_000, skewMs: 0, region: "local" });
+  const fence = { owner: "bench-dispatcher", shards, count: 1, region: "local", generation: 0 };
+  const ids = (await db.query<{ id: string }>("SELECT id FROM jobs ORDER BY due_at, id")).map((x) => x.id);
+  const owner = "bench-worker";
+  const clock = new DbClock();
+  const completions = new CompletionBatcher(db, owner, log, metrics);
+  const deps: AttemptDeps = {
+    db,
+    owner,
+    log,
+    metrics,
+    limiter: new HostLimiter<InFlight>({ floorPerSec: 0.5, maxHeld: 200 }),
+    payloads: new PayloadCache(db),
+    completions,
+    allowPrivateTargets: true,
+    asyncLeaseMs: 60_000,
+    clock,
+  };
+
+  // Completions batched by hand for the first two steps (the batcher's statement, no batcher).
+  const done: Completion[] = [];
+  let flushing = Promise.resolve();
+  const flush = async () => {
+    const batch = done.splice(0, COMPLETE_BATCH);
+    if (batch.length > 0) await completeAttempts(db, owner, batch);
+  };
+  const record = (j: ClaimRow, status: number, startedAt: Date, finishedAt: Date) => {
+    done.push({
+      job_id: j.id,
+      gen: j.lease_generation,
+      attempt_id: j.attempt_id!,
+      outcome: "success",
+      http_status: status,
+      error: null,
+      possibly_delivered: false,
+      started_at: startedAt,
+      finished_at: finishedAt,
+      next_status: "succeeded",
+      next_delay_ms: null,
+      last_error: null,
+      counts_try: true,
+      throttle_until: null,
+      dead_reason: null,
+    });
+    if (done.length >= COMPLETE_BATCH) flushing = flushing.then(flush);
+  };
+
+  const call = async (j: ClaimRow): Promise<void> => {
+    if (step === "statements") {
+      const startedAt = new Date();
+      const r = await fetch(j.target.url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "webhook-id": j.id },
+        body: j.target.body ?? "",
+        redirect: "manual",
+      });
+      await r.arrayBuffer();
+      record(j, r.status, startedAt, new Date());
+    } else if (step === "+deliver") {
+      const r = await deliver(j, { attemptId: j.attempt_id!, attemptNumber: j.calls, allowPrivateTargets: true });
+      record(j, r.httpStatus ?? 0, r.startedAt, r.finishedAt);
+    } else {
+      const f: InFlight = { job: j, gen: j.lease_generation, abort: new AbortController(), leaseAt: performance.now(), phase: "calling" };
+      deps.limiter.admit(laneKey(j.target.url, j.tenant, j.host_limits), j.id, deps.limiter.limitsOf(j.host_limits), f, Date.now());
+      // As the worker does: the call slot frees once the target has answered; the outcome's
+      // write (batched) finishes the job after.
+      let freed!: () => void;
+      const answered = new Promise<void>((r) => (freed = r));
+      const recorded = callAttempt(deps, f, j.attempt_id!, j.calls, j.catchup, () => freed());
+      pending.add(recorded);
+      void recorded.finally(() => pending.delete(recorded));
+      await answered;
+    }
+  };
+  const pending = new Set<Promise<void>>();
+
+  const ready: ClaimRow[] = [];
+  let next = 0;
+  let claiming: Promise<void> | undefined;
+  const claimMore = () => {
+    if (claiming || next >= ids.length || ready.length >= 2 * CLAIM_BATCH) return;
+    const batch = ids.slice(next, next + CLAIM_BATCH);
+    next += batch.length;
+    claiming = (async () => {
+      const got = await claimDueIds(db, {
+        fence,
+        limit: batch.length,
+        token: shards[0]!.epoch,
+        ttlMs: 3_600_000,
+        worker: owner,
+        startLimit: batch.length,
+        ids: batch,
+        attemptIds: batch.map(() => Bun.randomUUIDv7()),
+      });
+      if (got.length !== batch.length) throw new Error(`path-ladder: a claim took ${got.length} of ${batch.length}`);
+      ready.push(...got);
+    })().finally(() => {
+      claiming = undefined;
+      claimMore();
+      launch();
+    });
+  };
+  let inFlight = 0;
+  let finished = 0;
+  let allDone!: () => void;
+  const over = new Promise<void>((r) => (allDone = r));
+  const launch = () => {
+    while (inFlight < CONC && ready.length > 0) {
+      const j = ready.shift()!;
+      inFlight++;
+      call(j).then(
+        () => {
+          inFlight--;
+          if (++finished === N) allDone();
+          claimMore();
+          launch();
+        },
+        (err) => {
+          console.error(err);
+          process.exit(1);
+        },
+      );
+    }
+  };
+
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  claimMore();
+  await over;
+  flushing = flushing.then(flush);
+  await flushing;
+  await Promise.all(pending);
+  await completions.drain();
+  const seconds = (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(cpu0);
+  const [{ n }] = (await admin`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`) as unknown as [{ n: number }];
+  if (n !== N) throw new Error(`path-ladder: ${n} of ${N} jobs succeeded (${step})`);
+  return { perSecond: N / seconds, cpuUsPerJob: (c.user + c.system) / N };
+}
+
+/**
+ * The scheduler's dispatcher and worker in this process (as --mode=all runs them, without the
+ * API's traffic): discovery, the planner, the claim handed to the worker, its phases, pump and
+ * lease renewer around the same per-call path.
+ */
+async function runScheduler(): Promise<Figures> {
+  const config = loadConfig(
+    {
+      DATABASE_URL: dbUrl,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      SCHEDULER_ALLOW_PRIVATE_TARGETS: "1",
+      WORKER_CONCURRENCY: String(CONC),
+    },
+    { mode: "all" },
+  );
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const rt = await startRuntime(config, { db, log });
+  try {
+    for (;;) {
+      const [{ n }] = (await admin`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`) as unknown as [{ n: number }];
+      if (n === N) break;
+      await Bun.sleep(20);
+    }
+  } finally {
+    await rt.stop();
+  }
+  const c = process.cpuUsage(cpu0);
+  const [{ secs }] = (await admin`SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 AS secs FROM attempts`) as unknown as [
+    { secs: number },
+  ];
+  void t0;
+  return { perSecond: N / secs, cpuUsPerJob: (c.user + c.system) / N };
+}
+
+const results = new Map<StepName, Figures[]>(STEPS.map((s) => [s, []]));
+try {
+  await migrate(db);
+  await seedAuthority(db, "local");
+  for (let r = 0; r < ROUNDS; r++) {
+    // Alternated: each round runs every step once, so a slow moment of the box falls on all.
+    for (const step of STEPS) {
+      say(`path-ladder: round ${r + 1} of ${ROUNDS}, ${step} (${N} jobs)…`);
+      results.get(step)!.push(await run(step));
+    }
+  }
+  const server = await describeServer((s) => admin.unsafe(s) as never);
+  // Every round's figure, in order: a slow moment of the box shows as one column.
+  const range = (xs: number[], digits: number) => xs.map((x) => x.toFixed(digits)).join(" / ");
+  process.stdout.write(
+    `\npath ladder: ${N} jobs already due per step, ${ROUNDS} rounds alternated, ${CONC} calls in flight, the target in its own process\n\n`,
+  );
+  process.stdout.write(
+    table(
+      ["step", "deliveries/s", "process CPU µs/job"],
+      STEPS.map((s) => {
+        const fs = results.get(s)!;
+        return [
+          s,
+          range(
+            fs.map((f) => f.perSecond),
+            0,
+          ),
+          range(
+            fs.map((f) => f.cpuUsPerJob),
+            1,
+          ),
+        ];
+      }),
+    ),
+  );
+  process.stdout.write("\nprocess CPU: user + system time of this process (claims, completions, calls; not the target, not the database) / jobs.\n\n");
+  process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);
+} finally {
+  target.kill();
+  await db.close();
+  await admin.end();
+  await dropDatabase(dbUrl).catch(() => {});
+}
