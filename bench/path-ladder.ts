@@ -44,6 +44,7 @@ import { loadConfig } from "../src/config.ts";
 import { startRuntime } from "../src/runtime.ts";
 import { UsageError, whole } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
+import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
 
@@ -98,6 +99,27 @@ const url = `http://127.0.0.1:${port}/hook`;
 interface Figures {
   perSecond: number;
   cpuUsPerJob: number;
+  /** The database's backends (this database's connections), undefined when the server is not on this machine. */
+  serverUsPerJob?: number;
+}
+
+/** CPU seconds so far of each backend connected to the bench's database (the server must run on this machine). */
+async function backendCpu(): Promise<Map<number, number>> {
+  const rows = (await admin`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`) as unknown as { pid: number }[];
+  const out = new Map<number, number>();
+  for (const r of rows) {
+    const s = procCpuSeconds(Number(r.pid));
+    if (s !== undefined) out.set(Number(r.pid), s);
+  }
+  return out;
+}
+
+/** Backend CPU between two snapshots, µs per job (a backend that started in between counts from zero). */
+function serverUs(before: Map<number, number>, after: Map<number, number>): number | undefined {
+  if (after.size === 0) return undefined;
+  let s = 0;
+  for (const [pid, cpu] of after) s += cpu - (before.get(pid) ?? 0);
+  return (s / N) * 1e6;
 }
 
 const dbUrl = await createDatabase();
@@ -246,6 +268,7 @@ async function run(step: StepName): Promise<Figures> {
     }
   };
 
+  const server0 = await backendCpu();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   claimMore();
@@ -256,9 +279,10 @@ async function run(step: StepName): Promise<Figures> {
   await completions.drain();
   const seconds = (performance.now() - t0) / 1000;
   const c = process.cpuUsage(cpu0);
+  const server1 = await backendCpu();
   const [{ n }] = (await admin`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`) as unknown as [{ n: number }];
   if (n !== N) throw new Error(`path-ladder: ${n} of ${N} jobs succeeded (${step})`);
-  return { perSecond: N / seconds, cpuUsPerJob: (c.user + c.system) / N };
+  return { perSecond: N / seconds, cpuUsPerJob: (c.user + c.system) / N, serverUsPerJob: serverUs(server0, server1) };
 }
 
 /**
@@ -278,15 +302,17 @@ async function runScheduler(): Promise<Figures> {
     },
     { mode: "all" },
   );
+  const server0 = await backendCpu();
   const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
   const rt = await startRuntime(config, { db, log });
+  let server1: Map<number, number>;
   try {
     for (;;) {
       const [{ n }] = (await admin`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`) as unknown as [{ n: number }];
       if (n === N) break;
       await Bun.sleep(20);
     }
+    server1 = await backendCpu();
   } finally {
     await rt.stop();
   }
@@ -294,8 +320,7 @@ async function runScheduler(): Promise<Figures> {
   const [{ secs }] = (await admin`SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 AS secs FROM attempts`) as unknown as [
     { secs: number },
   ];
-  void t0;
-  return { perSecond: N / secs, cpuUsPerJob: (c.user + c.system) / N };
+  return { perSecond: N / secs, cpuUsPerJob: (c.user + c.system) / N, serverUsPerJob: serverUs(server0, server1) };
 }
 
 const results = new Map<StepName, Figures[]>(STEPS.map((s) => [s, []]));
@@ -317,9 +342,15 @@ try {
   );
   process.stdout.write(
     table(
-      ["step", "deliveries/s", "process CPU µs/job"],
+      ["step", "deliveries/s", "process CPU µs/job", "backends CPU µs/job"],
       STEPS.map((s) => {
         const fs = results.get(s)!;
+        const server = fs.every((f) => f.serverUsPerJob !== undefined)
+          ? range(
+              fs.map((f) => f.serverUsPerJob!),
+              1,
+            )
+          : "-";
         return [
           s,
           range(
@@ -330,11 +361,14 @@ try {
             fs.map((f) => f.cpuUsPerJob),
             1,
           ),
+          server,
         ];
       }),
     ),
   );
-  process.stdout.write("\nprocess CPU: user + system time of this process (claims, completions, calls; not the target, not the database) / jobs.\n\n");
+  process.stdout.write(
+    "\nprocess CPU: user + system time of this process (claims, completions, calls; not the target, not the database) / jobs.\nbackends CPU: the same of the database's backends serving this bench's database (/proc, 10 ms ticks; autovacuum workers that ended are not counted).\n\n",
+  );
   process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);
 } finally {
   target.kill();
