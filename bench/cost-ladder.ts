@@ -20,6 +20,7 @@ import { openPostgres } from "../src/store/postgres-driver.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
+import { startTargetProcess } from "./lib/target-process.ts";
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 const { values } = parseArgs({ args: Bun.argv.slice(2), options: { jobs: { type: "string" }, concurrency: { type: "string" } } });
@@ -29,18 +30,8 @@ const base = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
 if (!base) throw new Error("needs TEST_DATABASE_URL or DATABASE_URL (npm run bench:ladder starts a throwaway server)");
 
 // The target in its own process, so that this process's CPU is the loop's alone.
-const target = Bun.spawn(
-  [
-    process.execPath,
-    "-e",
-    `const s = Bun.serve({ port: 0, hostname: "127.0.0.1", async fetch(r) { await r.arrayBuffer(); return new Response("ok"); } }); console.log(s.port);`,
-  ],
-  { stdout: "pipe" },
-);
-const first = await target.stdout.getReader().read();
-const port = Number(new TextDecoder().decode(first.value).trim());
-if (!(port > 0)) throw new Error("the target process did not start");
-const url = `http://127.0.0.1:${port}/hook`;
+const target = await startTargetProcess("ladder");
+const url = target.url;
 
 interface Step {
   name: string;
@@ -253,7 +244,7 @@ for (const step of STEPS) {
   say(`ladder: ${step.name} (${N} jobs)…`);
   results.push([step, await run(step)]);
 }
-target.kill();
+target.stop();
 
 const admin = postgres(base, { max: 1, onnotice: () => {} });
 const server = await describeServer((s) => admin.unsafe(s) as never);

@@ -42,11 +42,12 @@ import { Metrics } from "../src/obs/metrics.ts";
 import { createLogger } from "../src/obs/log.ts";
 import { loadConfig } from "../src/config.ts";
 import { startRuntime } from "../src/runtime.ts";
-import { UsageError, whole } from "./lib/args.ts";
+import { wholeFlagOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
+import { startTargetProcess } from "./lib/target-process.ts";
 
 const USAGE = "usage: bun bench/path-ladder.ts [--jobs N] [--rounds N] [--concurrency N] [--steps a,b,…]   (npm run bench:path -- …)";
 const { values } = parseArgs({
@@ -56,15 +57,7 @@ if (values.help) {
   console.log(USAGE);
   process.exit(0);
 }
-const flag = (name: string, raw: string | undefined, dflt: number) => {
-  try {
-    return raw === undefined ? dflt : whole(name, raw, 1, 10_000_000);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    console.error(`path-ladder: ${err.message}\n${USAGE}`);
-    process.exit(2);
-  }
-};
+const flag = (name: string, raw: string | undefined, dflt: number) => wholeFlagOrExit("path-ladder", USAGE, name, raw, dflt);
 const N = flag("jobs", values.jobs, 40_000);
 const ROUNDS = flag("rounds", values.rounds, 2);
 const CONC = flag("concurrency", values.concurrency, 32);
@@ -83,18 +76,8 @@ for (const s of STEPS) {
 }
 
 // The target in its own process, so that this process's CPU is the loop's alone.
-const target = Bun.spawn(
-  [
-    process.execPath,
-    "-e",
-    `const s = Bun.serve({ port: 0, hostname: "127.0.0.1", async fetch(r) { await r.arrayBuffer(); return new Response("ok"); } }); console.log(s.port);`,
-  ],
-  { stdout: "pipe" },
-);
-const first = await target.stdout.getReader().read();
-const port = Number(new TextDecoder().decode(first.value).trim());
-if (!(port > 0)) throw new Error("path-ladder: the target process did not start");
-const url = `http://127.0.0.1:${port}/hook`;
+const target = await startTargetProcess("path-ladder");
+const url = target.url;
 
 interface Figures {
   perSecond: number;
@@ -371,7 +354,7 @@ try {
   );
   process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);
 } finally {
-  target.kill();
+  target.stop();
   await db.close();
   await admin.end();
   await dropDatabase(dbUrl).catch(() => {});

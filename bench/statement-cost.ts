@@ -19,7 +19,7 @@ import { migrate } from "../src/store/migrate.ts";
 import { openPostgres } from "../src/store/postgres-driver.ts";
 import { acquireShards } from "../src/store/shards.ts";
 import { completeAttempts, type Completion } from "../src/store/worker-queries.ts";
-import { UsageError, whole } from "./lib/args.ts";
+import { wholeFlagOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
@@ -42,15 +42,7 @@ if (values.help) {
   process.exit(0);
 }
 // One line and the usage on bad input, as every bench does (bench/lib/args.ts).
-const flag = (name: string, raw: string | undefined, dflt: number) => {
-  try {
-    return raw === undefined ? dflt : whole(name, raw, 1, 10_000_000);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    console.error(`statement-cost: ${err.message}\n${USAGE}`);
-    process.exit(2);
-  }
-};
+const flag = (name: string, raw: string | undefined, dflt: number) => wholeFlagOrExit("statement-cost", USAGE, name, raw, dflt);
 const N = flag("jobs", values.jobs, 20_000);
 const ROUNDS = flag("rounds", values.rounds, 3);
 const CLAIM_BATCH = flag("claim-batch", values["claim-batch"], 250);

@@ -104,3 +104,17 @@ export function parseBenchArgs(argv: string[]): BenchArgs | undefined {
   if (a.spreadMs < 1) throw new UsageError("--spread must be more than 0");
   return a;
 }
+
+/**
+ * A whole-number flag, or its default when absent; bad input ends the bench with one line
+ * (`who: what is wrong`), the usage, and exit code 2.
+ */
+export function wholeFlagOrExit(who: string, usage: string, name: string, raw: string | undefined, dflt: number): number {
+  try {
+    return raw === undefined ? dflt : whole(name, raw, 1, 10_000_000);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`${who}: ${err.message}\n${usage}`);
+    process.exit(2);
+  }
+}
