@@ -48,6 +48,7 @@ import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
 import { startTargetProcess } from "./lib/target-process.ts";
+import { success } from "./lib/success.ts";
 
 const USAGE = "usage: bun bench/path-ladder.ts [--jobs N] [--rounds N] [--concurrency N] [--steps a,b,…]   (npm run bench:path -- …)";
 const { values } = parseArgs({
@@ -153,23 +154,7 @@ async function run(step: StepName): Promise<Figures> {
     if (batch.length > 0) await completeAttempts(db, owner, batch);
   };
   const record = (j: ClaimRow, status: number, startedAt: Date, finishedAt: Date) => {
-    done.push({
-      job_id: j.id,
-      gen: j.lease_generation,
-      attempt_id: j.attempt_id!,
-      outcome: "success",
-      http_status: status,
-      error: null,
-      possibly_delivered: false,
-      started_at: startedAt,
-      finished_at: finishedAt,
-      next_status: "succeeded",
-      next_delay_ms: null,
-      last_error: null,
-      counts_try: true,
-      throttle_until: null,
-      dead_reason: null,
-    });
+    done.push(success({ job_id: j.id, gen: j.lease_generation, attempt_id: j.attempt_id! }, status, startedAt, finishedAt));
     if (done.length >= COMPLETE_BATCH) flushing = flushing.then(flush);
   };
 

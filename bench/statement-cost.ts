@@ -24,6 +24,7 @@ import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
+import { success } from "./lib/success.ts";
 
 const USAGE =
   "usage: bun bench/statement-cost.ts [--jobs N] [--rounds N] [--claim-batch N] [--complete-batch N] [--schema-change SQL]   (npm run bench:statements -- …)";
@@ -115,23 +116,7 @@ try {
     const now = new Date();
     const complete = await measure(async () => {
       for (let i = 0; i < started.length; i += COMPLETE_BATCH) {
-        const items: Completion[] = started.slice(i, i + COMPLETE_BATCH).map((s) => ({
-          job_id: s.job_id,
-          gen: s.gen,
-          attempt_id: s.attempt_id,
-          outcome: "success",
-          http_status: 200,
-          error: null,
-          possibly_delivered: false,
-          started_at: now,
-          finished_at: now,
-          next_status: "succeeded",
-          next_delay_ms: null,
-          last_error: null,
-          counts_try: false,
-          throttle_until: null,
-          dead_reason: null,
-        }));
+        const items: Completion[] = started.slice(i, i + COMPLETE_BATCH).map((s) => success(s, 200, now, now));
         const rows = await completeAttempts(db, "bench-worker", items);
         if (rows.length !== items.length) throw new Error(`statement-cost: a completion wrote ${rows.length} of ${items.length}`);
       }
