@@ -294,7 +294,10 @@ FROM summary s LEFT JOIN LATERAL (
       AND ($6::int[] IS NULL OR (slot * $7::int / 4096) = ANY($6::int[]))
       AND (expires_at IS NULL OR expires_at > now())
       AND claimable(start_by, calls)
-      AND NOT (id = ANY($8::uuid[]))
+      -- A hashed subplan, built once: `NOT (id = ANY($8))` walked the whole list for every row
+      -- read (a generic plan does not hash a parameter's array), and the rows a discovery
+      -- ahead reads first are the very ones the claim beside it is taking.
+      AND id NOT IN (SELECT unnest($8::uuid[]))
     ORDER BY due_at
     LIMIT s.per_class
   ) c
