@@ -13,6 +13,7 @@
  * SQL) and the in-flight count per tenant, and claims what it returns by id.
  */
 import { RateBucket } from "./rate-bucket.ts";
+import { BoundedMap } from "../bounded-map.ts";
 
 export interface Candidate {
   id: string;
@@ -66,7 +67,8 @@ export interface PlanInput {
 
 export class DispatchPlanner {
   private readonly global: RateBucket | undefined;
-  private readonly tenantBuckets = new Map<string, RateBucket>();
+  // Idle tenants' buckets are full again within a second: forgetting them loses nothing.
+  private readonly tenantBuckets = new BoundedMap<string, RateBucket>(10_000);
   /**
    * The weighted round robin's running credit per class, kept across passes: with room for
    * one or two jobs a pass, a fresh start every pass would always serve the heaviest class.
@@ -177,8 +179,6 @@ export class DispatchPlanner {
     if (!b || b.ratePerSec !== rate) {
       b = new RateBucket(rate, this.clock);
       this.tenantBuckets.set(tenant, b);
-      // Idle tenants' buckets are full again within a second: forgetting them loses nothing.
-      if (this.tenantBuckets.size > 10_000) this.tenantBuckets.clear();
     }
     return b;
   }

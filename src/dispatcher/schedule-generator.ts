@@ -1,4 +1,5 @@
 import type { Db, Queryable, Tx } from "../store/db.ts";
+import { BoundedMap } from "../bounded-map.ts";
 import { errorCode, isDataError, isDatabaseError } from "../store/db-errors.ts";
 import { insertJobsIn, type NewJob } from "../store/jobs.ts";
 import { occurrenceJob, windowJitter } from "../store/new-job.ts";
@@ -30,7 +31,7 @@ const MAX_SCAN = 5_000;
  * the same transaction.
  */
 export class ScheduleGenerator {
-  private rules = new Map<string, CronRule>();
+  private rules = new BoundedMap<string, CronRule>(10_000);
   /**
    * Per tenant, the earliest instant (epoch ms) its next catch-up occurrence may be due: a
    * rate limit. Per tenant, so that one tenant's backlog (fire_all after an outage) does not
@@ -103,7 +104,6 @@ export class ScheduleGenerator {
     let r = this.rules.get(key);
     if (!r) {
       r = new CronRule({ cron: s.cron, timezone: s.timezone, dst: { gap: s.dst_gap ?? undefined, fold: s.dst_fold ?? undefined } });
-      if (this.rules.size > 10_000) this.rules.clear();
       this.rules.set(key, r);
     }
     return r;

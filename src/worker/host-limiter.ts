@@ -1,4 +1,5 @@
 import type { HostLimits } from "../store/types.ts";
+import { BoundedMap } from "../bounded-map.ts";
 import type { Outcome } from "./classify.ts";
 import { type Entry, HostState } from "./host-state.ts";
 
@@ -392,19 +393,17 @@ export function laneKey(url: string, tenant: string, own: HostLimits | null | un
 }
 
 // A job's URL is parsed for its host on every admission; the URLs in use are few.
-const hostOfUrl = new Map<string, string>();
+const hostOfUrl = new BoundedMap<string, string>(10_000);
 
 /** The key hosts are limited by: host[:port] as in the URL (the port only when not the scheme's default). */
 export function hostKey(url: string): string {
-  const known = hostOfUrl.get(url);
-  if (known !== undefined) return known;
-  let host: string;
+  return hostOfUrl.getOrMake(url, parseHost);
+}
+
+function parseHost(url: string): string {
   try {
-    host = new URL(url).host;
+    return new URL(url).host;
   } catch {
-    host = url;
+    return url;
   }
-  if (hostOfUrl.size >= 10_000) hostOfUrl.clear();
-  hostOfUrl.set(url, host);
-  return host;
 }

@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { BoundedMap } from "../bounded-map.ts";
 import { checkTargetAddresses, checkTargetUrlSyntax, TargetRefusedError } from "./target-guard.ts";
 
 /**
@@ -17,23 +18,18 @@ export interface PinnedCall {
 // call. Caching stays correct because the call connects to the cached, checked address.
 const MAX_TTL_MS = 30_000;
 const MIN_TTL_MS = 1_000;
-const pins = new Map<string, { until: number; address?: string; refused?: TargetRefusedError }>();
+const MAX_CACHED = 10_000;
+const pins = new BoundedMap<string, { until: number; address?: string; refused?: TargetRefusedError }>(MAX_CACHED);
 // The same per URL, as the call is made (the pin's lifetime): a burst calls a few URLs many
 // times, and parsing and rewriting each call's URL was ~2 % of the worker's time.
-const calls = new Map<string, { until: number; call?: PinnedCall; refused?: TargetRefusedError }>();
-const syntaxOf = new Map<string, string | null>();
-const MAX_CACHED = 10_000;
+const calls = new BoundedMap<string, { until: number; call?: PinnedCall; refused?: TargetRefusedError }>(MAX_CACHED);
+const syntaxOf = new BoundedMap<string, string | null>(MAX_CACHED);
 
 /** The call's URL and pinning for a target; throws as checkTargetAddresses does. */
 export async function pinTarget(url: string, allowPrivate: boolean): Promise<PinnedCall> {
   if (allowPrivate) {
     // Nothing to resolve or pin: the syntax check only (it never changes for a URL), no extra await on the hot path.
-    let syntax = syntaxOf.get(url);
-    if (syntax === undefined) {
-      syntax = checkTargetUrlSyntax(url);
-      if (syntaxOf.size >= MAX_CACHED) syntaxOf.clear();
-      syntaxOf.set(url, syntax);
-    }
+    const syntax = syntaxOf.getOrMake(url, checkTargetUrlSyntax);
     if (syntax !== null) throw new TargetRefusedError(syntax);
     return { url };
   }
@@ -56,10 +52,8 @@ export async function pinTarget(url: string, allowPrivate: boolean): Promise<Pin
       if (!(err instanceof TargetRefusedError)) throw err;
       pin = { until: now + MAX_TTL_MS, refused: err };
     }
-    if (pins.size >= 10_000) pins.clear();
     pins.set(u.hostname, pin);
   }
-  if (calls.size >= MAX_CACHED) calls.clear();
   if (pin.refused) {
     calls.set(url, { until: pin.until, refused: pin.refused });
     throw pin.refused;
