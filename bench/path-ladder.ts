@@ -48,7 +48,7 @@ import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
 import { startTargetProcess } from "./lib/target-process.ts";
-import { success } from "./lib/success.ts";
+import { successOf } from "../test/helpers/completion.ts";
 
 const USAGE = "usage: bun bench/path-ladder.ts [--jobs N] [--rounds N] [--concurrency N] [--steps a,b,…]   (npm run bench:path -- …)";
 const { values } = parseArgs({
@@ -154,7 +154,9 @@ async function run(step: StepName): Promise<Figures> {
     if (batch.length > 0) await completeAttempts(db, owner, batch);
   };
   const record = (j: ClaimRow, status: number, startedAt: Date, finishedAt: Date) => {
-    done.push(success({ job_id: j.id, gen: j.lease_generation, attempt_id: j.attempt_id! }, status, startedAt, finishedAt));
+    done.push(
+      successOf({ job_id: j.id, gen: j.lease_generation, attempt_id: j.attempt_id!, http_status: status, started_at: startedAt, finished_at: finishedAt }),
+    );
     if (done.length >= COMPLETE_BATCH) flushing = flushing.then(flush);
   };
 

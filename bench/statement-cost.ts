@@ -24,7 +24,7 @@ import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
-import { success } from "./lib/success.ts";
+import { successOf } from "../test/helpers/completion.ts";
 
 const USAGE =
   "usage: bun bench/statement-cost.ts [--jobs N] [--rounds N] [--claim-batch N] [--complete-batch N] [--schema-change SQL]   (npm run bench:statements -- …)";
@@ -116,7 +116,7 @@ try {
     const now = new Date();
     const complete = await measure(async () => {
       for (let i = 0; i < started.length; i += COMPLETE_BATCH) {
-        const items: Completion[] = started.slice(i, i + COMPLETE_BATCH).map((s) => success(s, 200, now, now));
+        const items: Completion[] = started.slice(i, i + COMPLETE_BATCH).map((s) => successOf({ ...s, started_at: now, finished_at: now }));
         const rows = await completeAttempts(db, "bench-worker", items);
         if (rows.length !== items.length) throw new Error(`statement-cost: a completion wrote ${rows.length} of ${items.length}`);
       }

@@ -16,28 +16,13 @@ import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { withTestFaults } from "../../src/store/test-faults.ts";
 import { completeAttempts, type Completion } from "../../src/store/worker-queries.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
+import { successOf } from "../helpers/completion.ts";
 import { insertJob } from "../helpers/jobs.ts";
 import { memoryLogger } from "../helpers/log.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
 import { eventually, Target } from "../helpers/target.ts";
 
-const done = (job_id: string): Completion => ({
-  job_id,
-  gen: 1,
-  attempt_id: Bun.randomUUIDv7(),
-  outcome: "success",
-  http_status: 200,
-  error: null,
-  possibly_delivered: false,
-  started_at: new Date(),
-  finished_at: new Date(),
-  next_status: "succeeded",
-  next_delay_ms: null,
-  last_error: null,
-  counts_try: true,
-  throttle_until: null,
-  dead_reason: null,
-});
+const done = (job_id: string): Completion => successOf({ job_id, gen: 1, attempt_id: Bun.randomUUIDv7() });
 
 describe("two completion batches reaching their schedules in opposite orders (postgres)", () => {
   let t: TestDb;

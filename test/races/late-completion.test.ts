@@ -9,28 +9,15 @@ import { claimDue, reapExpiredLeases } from "../../src/store/dispatch-queries.ts
 import { replayDead } from "../../src/store/dlq.ts";
 import { listAttempts } from "../../src/store/jobs.ts";
 import type { JobRow } from "../../src/store/types.ts";
-import { claimQueued, completeAttempts, startAttempts, type Completion } from "../../src/store/worker-queries.ts";
+import { claimQueued, completeAttempts, startAttempts } from "../../src/store/worker-queries.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
+import { successOf } from "../helpers/completion.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
 import { takeShards, tokenOf } from "../helpers/shards.ts";
 
 const LEASE = { ttlMs: 60_000, marginMs: 0 };
 
-const report = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "attempt_id">): Completion => ({
-  outcome: "success",
-  http_status: 200,
-  error: null,
-  possibly_delivered: false,
-  started_at: new Date(),
-  finished_at: new Date(),
-  next_status: "succeeded",
-  next_delay_ms: null,
-  last_error: null,
-  counts_try: true,
-  throttle_until: null,
-  dead_reason: null,
-  ...p,
-});
+const report = successOf;
 
 for (const driver of DRIVERS) {
   describe(`a late completion after a reap (${driver})`, () => {

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Runtime } from "../../src/runtime.ts";
 import { claimDue, expireDue, reapExpiredLeases } from "../../src/store/dispatch-queries.ts";
 import { releaseTestShards, takeShards, tokenOf } from "../helpers/shards.ts";
-import { claimQueued, completeAttempts, startAttempts, type Completion } from "../../src/store/worker-queries.ts";
+import { successOf } from "../helpers/completion.ts";
+import { claimQueued, completeAttempts, startAttempts } from "../../src/store/worker-queries.ts";
 import { seedAuthority } from "../../src/store/authority.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
@@ -12,21 +13,7 @@ import { eventually, Target } from "../helpers/target.ts";
 /** The pre-call check's lease: extended to 10 s, and it must still be live. */
 const LEASE = { ttlMs: 10_000, marginMs: 0 };
 
-const done = (p: Partial<Completion> & Pick<Completion, "job_id" | "gen" | "attempt_id">): Completion => ({
-  outcome: "success",
-  http_status: 200,
-  error: null,
-  possibly_delivered: false,
-  started_at: new Date(),
-  finished_at: new Date(),
-  next_status: "succeeded",
-  next_delay_ms: null,
-  last_error: null,
-  counts_try: true,
-  throttle_until: null,
-  dead_reason: null,
-  ...p,
-});
+const done = successOf;
 
 for (const driver of DRIVERS) {
   describe(`races named in the design (${driver})`, () => {

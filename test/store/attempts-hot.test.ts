@@ -7,6 +7,7 @@ import { seedAuthority } from "../../src/store/authority.ts";
 import { claimDueIds } from "../../src/store/dispatch-queries.ts";
 import { completeAttempts, startAttempts } from "../../src/store/worker-queries.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
+import { successOf } from "../helpers/completion.ts";
 import { insertJob } from "../helpers/jobs.ts";
 import { takeShards, tokenOf } from "../helpers/shards.ts";
 
@@ -60,23 +61,7 @@ for (const driver of DRIVERS) {
         const done = await completeAttempts(
           q,
           "w1",
-          attempts.map((a) => ({
-            job_id: a.job_id,
-            gen: 1,
-            attempt_id: a.attempt_id,
-            outcome: "success",
-            http_status: 200,
-            error: null,
-            possibly_delivered: false,
-            started_at: now,
-            finished_at: now,
-            next_status: "succeeded",
-            next_delay_ms: null,
-            last_error: null,
-            counts_try: true,
-            throttle_until: null,
-            dead_reason: null,
-          })),
+          attempts.map((a) => successOf({ job_id: a.job_id, gen: 1, attempt_id: a.attempt_id, started_at: now, finished_at: now })),
         );
         expect(done).toHaveLength(5);
         // This transaction's own counts: exact, not the collector's delayed ones.
