@@ -16,6 +16,7 @@ import { HeldPump } from "./held-pump.ts";
 import { QueueClaims } from "./queue-claims.ts";
 import { type InFlight, InFlightJobs, type Phase } from "./in-flight.ts";
 import { SlotLedger, type SlotLoad } from "./slot-ledger.ts";
+import { SlotSizing } from "./slot-sizing.ts";
 import { giveBackUncalled } from "./give-back-uncalled.ts";
 import { DbClock } from "../time/db-clock.ts";
 import { RetryVerifier } from "./verify-before-retry.ts";
@@ -30,7 +31,7 @@ export interface WorkerOptions {
   /**
    * Jobs held claimed beyond the calls in flight, ready for the next free call slot, at most:
    * claims (and pre-call checks) are then paid per batch, not per freed slot. The worker
-   * asks for as many as it calls in about PREFETCH_HORIZON_MS, never fewer than its
+   * asks for as many as it calls in about PREFETCH_HORIZON_MS (slot-sizing.ts), never fewer than its
    * concurrency, never more than this.
    */
   prefetch?: number;
@@ -94,21 +95,6 @@ export interface WorkerOptions {
  */
 /** Jobs a claim from the queue takes at most. */
 const MAX_CLAIM = 500;
-/** How far ahead of its calls the worker keeps claimed jobs at hand: the call rate × this. */
-const PREFETCH_HORIZON_MS = 250;
-/**
- * Calls at least this short (on average) let the worker open the next slots' attempts while
- * the current calls run (see armAhead): an armed job then waits for its slot about one call.
- */
-const ARM_MAX_CALL_MS = 100;
-/**
- * Armed jobs per call slot at most (a slow database makes each check bring more). In one
- * process each claim is the check, and claims run one after another: with 4 a slot, a claim
- * brought ~130 jobs per ~15 ms round trip and the slots sat idle most of it (4.3k calls/s);
- * with 16 it brings what the slots call in its round trip. An armed job still waits about
- * one round trip at most: armAhead sizes the arming by what the slots call meanwhile.
- */
-const ARM_MAX_FACTOR = 16;
 /** The smallest batch worth a claim that starts its jobs (see claimsOnlyWhatStarts). */
 const MIN_START_BATCH = 8;
 
@@ -136,6 +122,8 @@ export class Worker implements LocalWorker {
   private readonly limiter: HostLimiter<InFlight>;
   private readonly attempt: AttemptDeps;
   private readonly slots: SlotLedger;
+  /** The prefetch and how far ahead checks arm, from the calls and checks measured. */
+  private readonly sizing: SlotSizing;
   /** Runs passes over the jobs held for their host (phase `held`; the limiter keeps their order). */
   private readonly held: HeldPump;
   /** Claimed jobs not due yet (pre-staged): they keep their call slot and wait for their instant. */
@@ -156,14 +144,6 @@ export class Worker implements LocalWorker {
   private pumpAgain = false;
   /** The last claim from the queue was full: more may be waiting there. */
   private queueBacklog = false;
-  /** Calls finished per second, smoothed: sizes the prefetch. */
-  private callRate = 0;
-  /** How long a call takes, smoothed (ms); undefined before the first. */
-  private callMs: number | undefined;
-  /** How long a pre-call check takes, smoothed (ms). */
-  private checkMs: number | undefined;
-  private rateAt = performance.now();
-  private rateCount = 0;
   private started = false;
   private stopping = false;
   private unlisten: (() => Promise<void>) | undefined;
@@ -226,13 +206,14 @@ export class Worker implements LocalWorker {
       background: (p) => this.handled(p),
     });
     this.slots = new SlotLedger(o.reservedSlots);
+    this.sizing = new SlotSizing({ concurrency: o.concurrency, prefetch: o.prefetch, reservedSlots: o.reservedSlots !== undefined });
     o.metrics.callsInFlight = () => this.count.calling;
   }
 
   /** What the slot ledger weighs a claim against. */
   private load(): SlotLoad {
     // Claims may hold more than the calls in flight: the prefetch waits in `ready`.
-    const capacity = this.o.concurrency + this.prefetchTarget();
+    const capacity = this.o.concurrency + this.sizing.prefetchTarget();
     return {
       capacity,
       // Jobs waiting for their host take no slot: they are few (a short wait each, a bounded
@@ -404,7 +385,7 @@ export class Worker implements LocalWorker {
   private startRoom(): number {
     if (!this.canStartAtClaim()) return 0;
     const c = this.count;
-    return Math.max(0, this.o.concurrency + this.armAhead() - c.calling - c.starting - c.armed - c.ready);
+    return Math.max(0, this.o.concurrency + this.sizing.armAhead() - c.calling - c.starting - c.armed - c.ready);
   }
 
   /**
@@ -430,7 +411,7 @@ export class Worker implements LocalWorker {
    */
   private accept(jobs: ClaimRow[], roundTripMs: number): void {
     if (jobs.some((j) => j.attempt_id !== null)) {
-      this.checkMs = this.checkMs === undefined ? roundTripMs : this.checkMs * 0.8 + roundTripMs * 0.2;
+      this.sizing.checked(roundTripMs);
     }
     this.reserve(jobs, performance.now());
     this.handled(this.startClaimed(jobs));
@@ -609,14 +590,14 @@ export class Worker implements LocalWorker {
     for (;;) {
       this.pumpAgain = false;
       const c = this.count;
-      const room = this.o.concurrency + this.armAhead() - c.calling - c.starting - c.armed;
+      const room = this.o.concurrency + this.sizing.armAhead() - c.calling - c.starting - c.armed;
       // While armed jobs fill the slots that free, a check waits for room for half a batch:
       // started for the one slot free at that moment, it held the line for a round trip while
       // every other slot freed (checks went 1, 63, 1, 63 jobs). With nothing armed or in
       // flight, any room is used at once.
       const minBatch = c.armed > 0 || c.calling > 0 ? Math.ceil(this.o.concurrency / 2) : 1;
       if (room <= 0 || this.ready.length === 0 || this.stopping) return;
-      if (this.armAhead() > 0 && room < Math.min(minBatch, this.ready.length)) return;
+      if (this.sizing.armAhead() > 0 && room < Math.min(minBatch, this.ready.length)) return;
       const batch = this.takeReady(room);
       if (batch.length === 0) return;
       for (const f of batch) this.jobs.enter(f, "starting");
@@ -651,24 +632,6 @@ export class Worker implements LocalWorker {
     return out;
   }
 
-  /**
-   * Checked jobs kept armed beyond the free call slots while calls are short (ARM_MAX_CALL_MS):
-   * as many as the slots call during one pre-call check, at least one per slot, at most
-   * ARM_MAX_FACTOR per slot. Each check then carries the next slots' jobs while the current
-   * calls run, and a slot that frees is used at once, not after a round trip; an armed job
-   * waits for its slot about one check's round trip. With slower calls nothing is armed
-   * ahead, so an attempt is never opened long before its call.
-   */
-  private armAhead(): number {
-    // Reserved slots are counted over calls: an armed job of the ordinary class would take
-    // the next free slot whatever its class, so with them nothing is armed ahead.
-    if (this.o.reservedSlots || this.callMs === undefined || this.callMs > ARM_MAX_CALL_MS) return 0;
-    // What the slots call while one check is under way (Little's law): a check that takes as
-    // long as ten calls must bring ten slots' worth, or the slots wait for it.
-    const perCheck = Math.ceil((this.o.concurrency * (this.checkMs ?? 0)) / Math.max(1, this.callMs));
-    return Math.min(ARM_MAX_FACTOR * this.o.concurrency, Math.max(this.o.concurrency, perCheck));
-  }
-
   /** Calls armed jobs while call slots are free; one whose cancel or lease loss came meanwhile is given back uncalled. */
   private launchArmed(): void {
     const gone: InFlight[] = [];
@@ -687,12 +650,6 @@ export class Worker implements LocalWorker {
     this.armed.push({ f, attemptId, number, catchup });
   }
 
-  /** Jobs the worker keeps claimed beyond its calls: what it calls in PREFETCH_HORIZON_MS. */
-  private prefetchTarget(): number {
-    const max = this.o.prefetch ?? 0;
-    return Math.min(max, Math.max(this.o.concurrency, Math.ceil((this.callRate * PREFETCH_HORIZON_MS) / 1000)));
-  }
-
   /** Room for half of what the worker may hold: the dispatcher in this process claims a batch. */
   private noteRoom(): void {
     if (this.stopping) return;
@@ -709,7 +666,7 @@ export class Worker implements LocalWorker {
     // Claims that start their jobs come when half a batch of slots can start (as the pump's
     // checks do), not to fill a prefetch: what they bring is called at once.
     if (this.claimsOnlyWhatStarts() && this.jobs.size > 0) return this.startRoom() >= Math.ceil(this.o.concurrency / 2);
-    const capacity = this.o.concurrency + this.prefetchTarget();
+    const capacity = this.o.concurrency + this.sizing.prefetchTarget();
     // The reserved class must not wait for a batch's worth of room: its slots are few.
     const load = this.load();
     if (this.o.reservedSlots && this.slots.room(load) > 0) return true;
@@ -823,7 +780,7 @@ export class Worker implements LocalWorker {
         },
       );
       const ms = performance.now() - sentAt;
-      this.checkMs = this.checkMs === undefined ? ms : this.checkMs * 0.8 + ms * 0.2;
+      this.sizing.checked(ms);
       await this.o.afterStartAttempts?.(started.map((s) => s.job_id));
     } catch (err) {
       // No answer: the check may have committed and opened attempts, or not. Nothing is
@@ -879,18 +836,6 @@ export class Worker implements LocalWorker {
     }
   }
 
-  /** Smooths the call rate over ~1 s windows (it sizes the prefetch). */
-  private countCall(): void {
-    this.rateCount++;
-    const now = performance.now();
-    const dt = now - this.rateAt;
-    if (dt < 200) return;
-    const rate = (this.rateCount * 1000) / dt;
-    this.callRate = this.callRate === 0 ? rate : this.callRate * 0.7 + rate * 0.3;
-    this.rateCount = 0;
-    this.rateAt = now;
-  }
-
   /** Calls the target: `calling` (what WORKER_CONCURRENCY bounds) until it answers, then `finishing` until the outcome is written. */
   private launch(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
     const id = f.job.id;
@@ -903,9 +848,7 @@ export class Worker implements LocalWorker {
     const called = () => {
       if (f.phase !== "calling") return;
       this.jobs.enter(f, "finishing");
-      const ms = performance.now() - launchedAt;
-      this.callMs = this.callMs === undefined ? ms : this.callMs * 0.9 + ms * 0.1;
-      this.countCall();
+      this.sizing.callEnded(performance.now() - launchedAt);
       this.launchArmed();
       if (this.ready.length > 0) this.handled(this.pump());
     };

@@ -1,0 +1,36 @@
+/** SlotSizing: how far ahead of its call slots a worker arms and prefetches, from what it measured. */
+import { describe, expect, test } from "bun:test";
+import { SlotSizing } from "../../src/worker/slot-sizing.ts";
+
+describe("SlotSizing", () => {
+  test("nothing is armed ahead before a call has been timed, nor with reserved slots, nor with slow calls", () => {
+    const s = new SlotSizing({ concurrency: 32, prefetch: 1024, reservedSlots: false });
+    expect(s.armAhead()).toBe(0);
+    s.callEnded(10);
+    expect(s.armAhead()).toBeGreaterThan(0);
+    const reserved = new SlotSizing({ concurrency: 32, prefetch: 1024, reservedSlots: true });
+    reserved.callEnded(10);
+    expect(reserved.armAhead()).toBe(0);
+    const slow = new SlotSizing({ concurrency: 32, prefetch: 1024, reservedSlots: false });
+    slow.callEnded(500);
+    expect(slow.armAhead()).toBe(0);
+  });
+
+  test("armed ahead: what the slots call during one check (Little's law), at least one a slot, at most 16 a slot", () => {
+    const s = new SlotSizing({ concurrency: 32, prefetch: 1024, reservedSlots: false });
+    s.callEnded(10);
+    // No check timed yet: one a slot.
+    expect(s.armAhead()).toBe(32);
+    s.checked(50);
+    // 32 slots × 50 ms / 10 ms a call.
+    expect(s.armAhead()).toBe(160);
+    s.checked(10_000);
+    expect(s.armAhead()).toBe(16 * 32);
+  });
+
+  test("the prefetch is at least the concurrency and at most its ceiling", () => {
+    expect(new SlotSizing({ concurrency: 32, prefetch: 1024, reservedSlots: false }).prefetchTarget()).toBe(32);
+    expect(new SlotSizing({ concurrency: 32, prefetch: 10, reservedSlots: false }).prefetchTarget()).toBe(10);
+    expect(new SlotSizing({ concurrency: 32, reservedSlots: false }).prefetchTarget()).toBe(0);
+  });
+});
