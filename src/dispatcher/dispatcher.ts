@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import { type ClaimParams, countQueued, expireDue, expireMisfired, nextDueAt, notifyQueued } from "../store/dispatch-queries.ts";
+import { expireDue, expireMisfired, nextDueAt } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
 import type { ShardFence } from "../store/shards.ts";
 import { ShardOwnership } from "./shard-ownership.ts";
@@ -18,7 +18,7 @@ import { setIndexCapture } from "../index/capture.ts";
 import type { IndexKeeper } from "../index/index-keeper.ts";
 import { DispatchPlanner, type PlannerSettings } from "./dispatch-planner.ts";
 import { DueClaimer } from "./due-claimer.ts";
-import { QueueUptake } from "./queue-uptake.ts";
+import { DispatchClaims } from "./dispatch-claims.ts";
 import { DbClock } from "../time/db-clock.ts";
 import type { LocalWorker } from "./local-worker.ts";
 
@@ -69,20 +69,11 @@ interface ClaimOutcome {
   localFull?: boolean;
 }
 
-/** What a claim path took: `claimed` undefined when it sent no claim; `limit`, how many it asked for. */
-interface ClaimTaken {
-  claimed?: ClaimRow[];
-  limit: number;
-  localFull?: boolean;
-}
-
 export const DISPATCH_LEASE = "dispatch";
 /** Schedules per generation transaction. */
 const SCHEDULE_BATCH = 100;
 /** How soon a dispatcher looks again at a full worker in its process (no statement runs then). */
 const LOCAL_FULL_RECHECK_MS = 10;
-/** Queued jobs the reserved class may have beyond the queue target (its own small lane). */
-const RESERVED_QUEUE = 16;
 
 /**
  * Finds due jobs and queues them for workers, while it holds the dispatch lease. Wakes on
@@ -100,7 +91,8 @@ export class Dispatcher extends PeriodicLoop<number> {
   private sleepMs = 0;
   readonly planner: DispatchPlanner;
   private readonly claimer: DueClaimer;
-  private readonly uptake = new QueueUptake();
+  /** The two ways a pass claims: for the worker in this process, or into the queue. */
+  private readonly claims: DispatchClaims;
   /** The highest shard epoch this dispatcher held in the current generation: its fencing term. */
   private term = { generation: -1, epoch: 0 };
   private readonly prestageMs: number;
@@ -142,6 +134,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       log: o.log,
       clock: this.clock,
     });
+    this.claims = new DispatchClaims({ db: o.db, claimer: this.claimer, batch: o.batch, leaseTtlMs: o.leaseTtlMs, reservedSlots: o.reservedSlots });
     this.shards = new ShardOwnership({
       db: o.db,
       owner: o.owner,
@@ -315,7 +308,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     // lease: `queued` is for workers in other processes, and a job queued here would only be
     // claimed a second time by this same worker.
     const local = this.o.localWorker;
-    const r: ClaimTaken = local ? await this.claimForLocal(local, fence, token) : await this.claimForQueue(fence, token);
+    const r = local ? await this.claims.forLocal(local, fence, token) : await this.claims.forQueue(fence, token);
     if (!r.claimed) return { claimed: 0, full: false, capped: true, localFull: r.localFull };
     for (const c of r.claimed) {
       this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
@@ -323,76 +316,6 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
     if (r.claimed.length > 0) this.o.log.debug({ count: r.claimed.length, token }, "dispatched due jobs");
     return { claimed: r.claimed.length, full: r.claimed.length === r.limit, capped: false };
-  }
-
-  /**
-   * Claims for the worker in this process, straight into running under its lease. A claim
-   * waits until the worker has room for a batch, so each one carries many jobs. No claim
-   * (claimed undefined) when the worker is full.
-   */
-  private async claimForLocal(local: LocalWorker, fence: ShardFence, token: number): Promise<ClaimTaken> {
-    const rs = this.o.reservedSlots;
-    let limit = 0;
-    const claimed = await local.fill(this.o.batch, async (room, hand) => {
-      // Claims that start their jobs take only what starts (the rest stays scheduled, where
-      // the planner still chooses among it).
-      limit = room.onlyWhatStarts && room.startLimit > 0 ? Math.min(room.any, room.startLimit) + room.reserved : room.any + room.reserved;
-      const direct = { fence, token, ttlMs: this.o.leaseTtlMs, worker: local.owner, startLimit: room.startLimit };
-      // Claimed jobs are running under the worker's lease from the claim's commit on: they
-      // go to it even if a later step of the pass throws, or they would wait out the lease.
-      const handOver = async (p: ClaimParams) => {
-        const got: ClaimRow[] = [];
-        const sentAt = performance.now();
-        try {
-          await this.claimer.claim(p, got);
-        } finally {
-          hand(got, performance.now() - sentAt);
-        }
-      };
-      // The reserved slots first, for their class only; then the rest for anyone.
-      if (room.reserved > 0) await handOver({ ...direct, limit: room.reserved, minPriority: rs!.minPriority });
-      if (room.any > 0) await handOver({ ...direct, limit: limit - room.reserved });
-    });
-    return claimed ? { claimed, limit } : { limit, localFull: true };
-  }
-
-  /**
-   * Claims into `queued` for workers in other processes. The queue is kept short: about half
-   * a second of what workers have been taking. Beyond that, due jobs are better left
-   * scheduled, where the planner's fairness, priority and quotas still choose among them,
-   * than parked in queued in the order of one claim. No claim (claimed undefined) when full.
-   */
-  private async claimForQueue(fence: ShardFence, token: number): Promise<ClaimTaken> {
-    const rs = this.o.reservedSlots;
-    const cap = this.o.batch * 2;
-    const depth = await countQueued(this.o.db, cap);
-    const target = this.uptake.target(depth, cap);
-    const space = target - depth;
-    let limit: number;
-    let minPriority: number | undefined;
-    if (space > 0) {
-      limit = Math.min(this.o.batch, space);
-    } else {
-      // A full queue of other work must not keep the reserved class from its reserved
-      // slots: it has a small lane of its own beyond the target.
-      const high = rs ? await countQueued(this.o.db, RESERVED_QUEUE, rs.minPriority) : RESERVED_QUEUE;
-      if (high >= RESERVED_QUEUE) return { limit: 0 };
-      limit = RESERVED_QUEUE - high;
-      minPriority = rs!.minPriority;
-    }
-    const claimed: ClaimRow[] = [];
-    // Queued jobs wait under a lease too; if no worker takes them in this long, the
-    // reaper hands them back.
-    try {
-      await this.claimer.claim({ fence, limit, token, ttlMs: this.o.leaseTtlMs * 10, minPriority }, claimed);
-    } finally {
-      // Queued by a committed claim: workers are told even if a later step of the pass threw.
-      // They are in other processes, so NOTIFY is their one wake-up.
-      if (claimed.length > 0) await notifyQueued(this.o.db, claimed.length);
-    }
-    if (minPriority !== undefined && claimed.length === 0) return { limit };
-    this.uptake.queued(depth + claimed.length);
-    return { claimed, limit };
   }
 
   protected nextDelayMs(): number {
