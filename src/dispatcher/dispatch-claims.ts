@@ -28,7 +28,7 @@ export class DispatchClaims {
     private readonly o: {
       db: Db;
       claimer: DueClaimer;
-      /** Jobs a claim takes at most (SCHEDULER_BATCH). */
+      /** Jobs a claim takes at most (SCHEDULER_DISPATCH_BATCH). */
       batch: number;
       leaseTtlMs: number;
       reservedSlots?: { slots: number; minPriority: number };
