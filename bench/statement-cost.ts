@@ -8,13 +8,13 @@
  * cores are shared with the processes calling): this is the floor a change to the SQL or
  * the schema moves.
  *
- *   npm run bench:statements -- [--jobs 20000] [--rounds 3] [--claim-batch 250] [--complete-batch 100] [--schema-change "SQL"]
+ *   npm run bench:statements -- [--jobs 20000] [--rounds 3] [--claim-batch 250] [--complete-batch 100] [--claims ids,sampled,run] [--schema-change "SQL"]
  */
 import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { createDatabase, dropDatabase } from "../test/helpers/db.ts";
 import { seedAuthority } from "../src/store/authority.ts";
-import { claimDueIds } from "../src/store/dispatch-queries.ts";
+import { claimDueIds, claimDueRun, sampleDue } from "../src/store/dispatch-queries.ts";
 import { migrate } from "../src/store/migrate.ts";
 import { openPostgres } from "../src/store/postgres-driver.ts";
 import { acquireShards } from "../src/store/shards.ts";
@@ -27,7 +27,7 @@ import { keyValues, table } from "./lib/stats.ts";
 import { successOf } from "../test/helpers/completion.ts";
 
 const USAGE =
-  "usage: bun bench/statement-cost.ts [--jobs N] [--rounds N] [--claim-batch N] [--complete-batch N] [--schema-change SQL]   (npm run bench:statements -- …)";
+  "usage: bun bench/statement-cost.ts [--jobs N] [--rounds N] [--claim-batch N] [--complete-batch N] [--claims ids,sampled,run] [--schema-change SQL]   (npm run bench:statements -- …)";
 const { values } = parseArgs({
   options: {
     jobs: { type: "string" },
@@ -35,6 +35,7 @@ const { values } = parseArgs({
     "claim-batch": { type: "string" },
     "complete-batch": { type: "string" },
     "schema-change": { type: "string" },
+    claims: { type: "string" },
     help: { type: "boolean" },
   },
 });
@@ -48,17 +49,37 @@ const N = flag("jobs", values.jobs, 20_000);
 const ROUNDS = flag("rounds", values.rounds, 3);
 const CLAIM_BATCH = flag("claim-batch", values["claim-batch"], 250);
 const COMPLETE_BATCH = flag("complete-batch", values["complete-batch"], 100);
+/**
+ * How the claims find their jobs, each measured in every round (alternated):
+ * - ids: handed the ids (one SELECT before the loop): the claim alone;
+ * - sampled: a discovery (SampleDue) before each claim of its candidates, as a pass without
+ *   a run does;
+ * - run: ClaimDueRun, the oldest due jobs of the one tenant and class, no discovery.
+ */
+const CLAIM_WAYS = ["ids", "sampled", "run"] as const;
+type ClaimWay = (typeof CLAIM_WAYS)[number];
+const ways = (values.claims ?? "ids,sampled,run").split(",").map((w) => w.trim()) as ClaimWay[];
+for (const w of ways)
+  if (!CLAIM_WAYS.includes(w)) {
+    console.error(`statement-cost: --claims takes ${CLAIM_WAYS.join(", ")} (comma-separated), not ${JSON.stringify(w)}\n${USAGE}`);
+    process.exit(2);
+  }
 
 const url = await createDatabase();
 const db = openPostgres({ url, maxConnections: 1 });
 const admin = postgres(url, { max: 1, onnotice: () => {} });
 const say = (s: string) => process.stderr.write(`${s}\n`);
 
+const CLAIM_LABEL: Record<ClaimWay, string> = {
+  ids: "ClaimDueIds, ids given",
+  sampled: "SampleDue + ClaimDueIds",
+  run: "ClaimDueRun",
+};
 interface Figures {
   cpuUs: number;
   wallUs: number;
 }
-const results: { claim: Figures; complete: Figures }[] = [];
+const results: { way: ClaimWay; claim: Figures; complete: Figures }[] = [];
 try {
   await migrate(db);
   await seedAuthority(db, "local");
@@ -76,7 +97,13 @@ try {
     return { cpuUs: ((procCpuSeconds(backend)! - cpu0) / N) * 1e6, wallUs: (wall / N) * 1000 };
   };
   for (let r = 0; r < ROUNDS; r++) {
-    say(`statement-cost: round ${r + 1} of ${ROUNDS}: ${N} jobs`);
+    for (const way of r % 2 === 0 ? ways : [...ways].reverse()) {
+      say(`statement-cost: round ${r + 1} of ${ROUNDS}, claims by ${way}: ${N} jobs`);
+      results.push({ way, ...(await oneRound(way)) });
+    }
+  }
+
+  async function oneRound(way: ClaimWay): Promise<{ claim: Figures; complete: Figures }> {
     await db.exec("TRUNCATE jobs, attempts CASCADE");
     // Jobs as the peers bench makes them: a small JSON body to one URL, all due; time-ordered
     // ids (UUIDv7) as the API gives them, so index entries land where production's do.
@@ -93,24 +120,30 @@ try {
     await db.exec("UPDATE leases SET lease_until = now() - interval '1 hour' WHERE name LIKE 'dispatch:%'");
     const shards = await acquireShards(db, { owner: "bench-dispatcher", shards: [0], ttlMs: 3_600_000, skewMs: 0, region: "local" });
     const fence = { owner: "bench-dispatcher", shards, count: 1, region: "local", generation: 0 };
-    const ids = (await db.query<{ id: string }>("SELECT id FROM jobs ORDER BY due_at, id")).map((x) => x.id);
+    const ids = way === "ids" ? (await db.query<{ id: string }>("SELECT id FROM jobs ORDER BY due_at, id")).map((x) => x.id) : [];
     const started: { job_id: string; gen: number; attempt_id: string }[] = [];
+    const base = { fence, token: shards[0]!.epoch, ttlMs: 3_600_000, worker: "bench-worker" };
+    const claimSome = async (i: number): Promise<number> => {
+      const limit = Math.min(CLAIM_BATCH, N - i);
+      const attemptIds = Array.from({ length: limit }, () => Bun.randomUUIDv7());
+      if (way === "run") return push(await claimDueRun(db, { ...base, limit, startLimit: limit, tenant: "bench", cls: 0, attemptIds }));
+      let batch = ids.slice(i, i + limit);
+      if (way === "sampled") {
+        // As a pass does: SampleDue's arguments as DueClaimer.sample gives them.
+        const s = await sampleDue(db, { cursor: "", tenants: 64, budget: 4 * limit, limit, horizonMs: 0, shards: { list: [0], count: 1 } });
+        batch = s.candidates.map((c) => c.id).slice(0, limit);
+      }
+      return push(await claimDueIds(db, { ...base, limit, startLimit: limit, ids: batch, attemptIds }));
+    };
+    const push = (got: { id: string; lease_generation: number; attempt_id: string | null }[]): number => {
+      for (const j of got) started.push({ job_id: j.id, gen: j.lease_generation, attempt_id: j.attempt_id! });
+      return got.length;
+    };
     const claim = await measure(async () => {
-      for (let i = 0; i < ids.length; i += CLAIM_BATCH) {
-        const batch = ids.slice(i, i + CLAIM_BATCH);
-        const attemptIds = batch.map(() => Bun.randomUUIDv7());
-        const got = await claimDueIds(db, {
-          fence,
-          limit: batch.length,
-          token: shards[0]!.epoch,
-          ttlMs: 3_600_000,
-          worker: "bench-worker",
-          startLimit: batch.length,
-          ids: batch,
-          attemptIds,
-        });
-        if (got.length !== batch.length) throw new Error(`statement-cost: a claim took ${got.length} of ${batch.length}`);
-        for (const j of got) started.push({ job_id: j.id, gen: j.lease_generation, attempt_id: j.attempt_id! });
+      for (let i = 0; i < N; ) {
+        const got = await claimSome(i);
+        if (got !== Math.min(CLAIM_BATCH, N - i)) throw new Error(`statement-cost: a claim by ${way} took ${got} of ${Math.min(CLAIM_BATCH, N - i)}`);
+        i += got;
       }
     });
     const now = new Date();
@@ -121,7 +154,7 @@ try {
         if (rows.length !== items.length) throw new Error(`statement-cost: a completion wrote ${rows.length} of ${items.length}`);
       }
     });
-    results.push({ claim, complete });
+    return { claim, complete };
   }
   const server = await describeServer((s) => admin.unsafe(s) as never);
   const range = (xs: number[]) => {
@@ -133,11 +166,14 @@ try {
   process.stdout.write(
     table(
       ["statement", "batch", "backend CPU µs/job", "wall µs/job"],
-      [
-        ["ClaimDueIds (claim + start)", String(CLAIM_BATCH), range(results.map((r) => r.claim.cpuUs)), range(results.map((r) => r.claim.wallUs))],
-        ["CompleteAttempts (success)", String(COMPLETE_BATCH), range(results.map((r) => r.complete.cpuUs)), range(results.map((r) => r.complete.wallUs))],
-        ["both", "", range(results.map((r) => r.claim.cpuUs + r.complete.cpuUs)), range(results.map((r) => r.claim.wallUs + r.complete.wallUs))],
-      ],
+      ways.flatMap((way) => {
+        const rs = results.filter((r) => r.way === way);
+        return [
+          [`claim: ${CLAIM_LABEL[way]}`, String(CLAIM_BATCH), range(rs.map((r) => r.claim.cpuUs)), range(rs.map((r) => r.claim.wallUs))],
+          ["CompleteAttempts (success)", String(COMPLETE_BATCH), range(rs.map((r) => r.complete.cpuUs)), range(rs.map((r) => r.complete.wallUs))],
+          ["both", "", range(rs.map((r) => r.claim.cpuUs + r.complete.cpuUs)), range(rs.map((r) => r.claim.wallUs + r.complete.wallUs))],
+        ];
+      }),
     ),
   );
   process.stdout.write(

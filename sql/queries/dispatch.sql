@@ -49,7 +49,7 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
 -- stale entry (cancelled, rescheduled, claimed, unknown) claims nothing.
 -- For a worker in this process ($7), the claim is also the pre-call check of up to $13 of
 -- the jobs (the call slots it has free now), in due order: their attempts are opened here
--- ($14: attempt ids, at their job's position in $8), as StartAttempts would open them, and
+-- ($14: attempt ids, the n-th job started gets the n-th), as StartAttempts would open them, and
 -- they are called as soon as the claim answers: one statement, one round trip and one row
 -- version fewer per job. What StartAttempts checks holds here by construction: the lease
 -- is this statement's own (owner, a new generation, a fresh lease_until), the version is
@@ -57,12 +57,8 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
 -- jobs that go to their call at once are started: due now, no per-job host limits (the
 -- worker's limiter decides those), no cancel requested, and no verify-before-retry pending
 -- (a verify URL and an earlier call: the worker asks the target first).
-WITH lease AS (
-  SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)
-  JOIN leases l ON l.name = 'dispatch:' || x.shard AND l.owner = $1 AND l.epoch = x.epoch AND l.lease_until > now()
-  JOIN region_authority a ON a.home_region = $9 AND a.generation = $10
-  FOR SHARE OF a, l
-), due AS (
+-- use: _FencedLease
+, due AS (
   -- Driven by the ids (the primary key): a filter on id = ANY(...) beside an index on status let the
   -- planner walk the due range of a whole herd for every claim, and a join to the unnest of
   -- the ids rescanned the list once per job.
@@ -81,11 +77,49 @@ WITH lease AS (
   ORDER BY j.due_at
   LIMIT $4
   FOR UPDATE OF j SKIP LOCKED
+-- use: _ClaimAndStart
+
+-- name: ClaimDueRun
+-- ClaimDueIds without a discovery before it (DueClaimer's run): the oldest due jobs of one
+-- tenant ($8) and priority sign ($15), catch-up runs and replays left out (the planner
+-- rates those), straight from jobs_scheduled_tenant_class_id in its order. Every other
+-- condition, the fence and the start at the claim ($13, $14: the n-th job started gets the
+-- n-th attempt id) are ClaimDueIds's.
+-- use: _FencedLease
+, due AS (
+  SELECT j.id, j.due_at,
+    j.due_at <= now() AND j.host_limits IS NULL AND NOT j.cancel_requested
+      AND (j.verify_url IS NULL OR j.calls = 0) AS startable
+  FROM jobs j
+  WHERE j.status = 'scheduled' AND j.tenant = $8 AND sign(j.priority) = $15::int
+    AND j.due_at <= now() + make_interval(secs => $12::float8 / 1000)
+    AND NOT ((j.catchup_after IS NOT NULL AND now() > j.catchup_after AND j.calls = 0) OR j.replay)
+    AND (j.expires_at IS NULL OR j.expires_at > now())
+    AND claimable(j.start_by, j.calls)
+    AND (j.slot * $11::int / 4096) = ANY(ARRAY(SELECT shard FROM lease))
+  ORDER BY j.due_at
+  LIMIT $4
+  FOR UPDATE OF j SKIP LOCKED
+-- use: _ClaimAndStart
+
+-- name: _FencedLease
+-- The start of ClaimDueIds and ClaimDueRun: the shards ($2) this owner ($1) holds at these
+-- epochs ($3), the authority at this generation ($9, $10), as in ClaimDue.
+WITH lease AS (
+  SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)
+  JOIN leases l ON l.name = 'dispatch:' || x.shard AND l.owner = $1 AND l.epoch = x.epoch AND l.lease_until > now()
+  JOIN region_authority a ON a.home_region = $9 AND a.generation = $10
+  FOR SHARE OF a, l
+)
+
+-- name: _ClaimAndStart
+-- The end of ClaimDueIds and ClaimDueRun, after their `due`: the claim of the rows `due`
+-- locked, and the start of the first $13 that can be called at once.
 ), pick AS (
   -- The first $13 startable jobs in due order (a window function may not share the locking SELECT).
-  SELECT id, startable AND $7::text IS NOT NULL
-    AND count(*) FILTER (WHERE startable) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) <= $13::int AS go
-  FROM due
+  SELECT id, n, startable AND $7::text IS NOT NULL AND n <= $13::int AS go FROM (
+    SELECT id, startable, count(*) FILTER (WHERE startable) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) AS n
+    FROM due) d
 ), c AS (
   UPDATE jobs j SET
     status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
@@ -105,7 +139,7 @@ WITH lease AS (
     j.backoff_base_ms, j.backoff_max_ms, j.timeout_ms, j.expires_at, j.async, j.cancel_requested,
     j.throttle_until, j.epoch, j.queued_at, j.lease_generation, j.host_limits, j.verify_url,
     j.lease_key, j.checkpoint, j.slot, j.catchup,
-    CASE WHEN pick.go THEN ($14::uuid[])[array_position($8::uuid[], j.id)] END AS attempt_id
+    CASE WHEN pick.go THEN ($14::uuid[])[pick.n] END AS attempt_id
 ), ins AS (
   INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at)
   SELECT c.attempt_id, c.id, c.calls, c.lease_generation, c.epoch, $7, now()

@@ -237,6 +237,15 @@ SELECT j.id FROM jobs j
 WHERE j.id = ANY($2::uuid[]) AND j.status || '' = 'running' AND j.lease_owner = $1
 FOR UPDATE OF j;
 
+-- name: LockRunClaim
+-- Step 1 of 2 for a claim of a run (ClaimDueRun), which names no jobs before it answers: its
+-- dispatch lease rows ($2: shards, held by $1), which it held FOR SHARE from before it locked
+-- any job to its commit. Locked here, they are free only once that claim has ended.
+SELECT l.name FROM leases l
+WHERE l.name = ANY(ARRAY(SELECT 'dispatch:' || s FROM unnest($2::int[]) AS s)) AND l.owner = $1
+ORDER BY l.name
+FOR UPDATE OF l;
+
 -- name: OpenedAtClaim
 -- Step 2: the attempts that claim opened, by the ids it was given ($2): each one's job and
 -- generation, for ReleaseUncalled. The snapshot is taken after step 1's locks.

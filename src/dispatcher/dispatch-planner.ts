@@ -93,6 +93,13 @@ export class DispatchPlanner {
     return this.settings.tenantDefault.maxRunning !== undefined || Object.values(this.settings.tenantOverrides).some((q) => q.maxRunning !== undefined);
   }
 
+  /** Whether nothing of the planner's can hold back this tenant's jobs: no quota or rate of its own, no global rate. */
+  unlimited(tenant: string): boolean {
+    if (this.global) return false;
+    const q = this.quotaOf(tenant);
+    return q.maxRunning === undefined && q.ratePerSec === undefined;
+  }
+
   /** Milliseconds until the global rate allows a dispatch again (0: now). */
   msUntilGlobalToken(): number {
     return this.global?.msUntilToken() ?? 0;

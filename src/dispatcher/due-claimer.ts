@@ -4,6 +4,7 @@ import {
   candidatesByIds,
   claimDue,
   claimDueIds,
+  claimDueRun,
   type ClaimParams,
   type DueSample,
   sampleDue,
@@ -13,7 +14,7 @@ import type { ShardFence } from "../store/shards.ts";
 import type { ClaimRow } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
-import { releaseStartedAtClaim } from "../store/worker-queries.ts";
+import { releaseStartedAtClaim, releaseStartedAtRun } from "../store/worker-queries.ts";
 import { type IndexKeeper, RECONCILE_LATE_MS } from "../index/index-keeper.ts";
 import { DUE_LIST_MAX } from "../index/due-index.ts";
 import type { Candidate, DispatchPlanner } from "./dispatch-planner.ts";
@@ -24,11 +25,27 @@ const TENANTS_PER_PASS = 64;
 /** Candidates sampled per slot to fill: room for the planner to choose. */
 const CANDIDATE_FACTOR = 4;
 /**
- * How old a discovery made ahead (lookAhead) may be when its pass uses it, ms. Older, the
- * pass looks again: jobs that became due since, of other tenants or of a higher class, wait
- * at most this long for a look of their own.
+ * How old a discovery may be when a later pass acts on it, ms: a discovery made ahead
+ * (lookAhead), or one whose due work was all one tenant's run (see Run). Older, the pass
+ * looks again: jobs that became due since, of other tenants or of a higher class, wait at
+ * most this long for a look of their own.
  */
 export const AHEAD_MAX_AGE_MS = 50;
+
+/**
+ * A discovery found nothing for the planner to decide: every candidate one tenant's, of one
+ * priority sign, none a catch-up run or a replay, no quota or rate of the tenant's or global,
+ * and more due than the claim took. Until the discovery is AHEAD_MAX_AGE_MS old, passes claim
+ * that tenant's oldest due jobs of that sign straight away (ClaimDueRun), without a discovery
+ * before each claim: what the planner would have chosen, one statement instead of two. A run
+ * ends when a claim of it comes back short (drained) or the discovery is too old.
+ */
+interface Run {
+  tenant: string;
+  cls: number;
+  shards: string;
+  at: number;
+}
 
 export interface DueClaimerOptions {
   db: Db;
@@ -52,6 +69,10 @@ export interface DueClaimerOptions {
   log: Logger;
   /** How old a discovery made ahead may be when used (ms; AHEAD_MAX_AGE_MS). Tests set it to be independent of the machine's speed. */
   aheadMaxAgeMs?: number;
+  /** Test seam: the jobs of each claim of a run (see Run), no discovery before it. */
+  onRun?: (ids: string[]) => void;
+  /** Test seam: false, no runs (the tests of the discovery made ahead, which a run replaces). */
+  runs?: boolean;
   /** Test seam: each SQL discovery a pass uses, its candidates, and whether it was made ahead. */
   onDiscovery?: (ids: string[], ahead: boolean) => void;
   /** The database's clock: aging measures lateness against due instants on it. */
@@ -72,6 +93,7 @@ export class DueClaimer {
   held = false;
   /** The next pass's discovery, started beside this pass's claim (see lookAhead). */
   private ahead: { shards: string; cursor: string; at: number; sample: Promise<DueSample | undefined> } | undefined;
+  private run: Run | undefined;
 
   constructor(private readonly o: DueClaimerOptions) {}
 
@@ -94,10 +116,22 @@ export class DueClaimer {
     const keeper = this.o.index;
     const shards = shardsOf(p.fence);
     if (!keeper?.usable) {
-      const ids = await this.plan(p, await this.sqlCandidates(p.limit, p.fence));
-      // A full plan means more due work than this claim takes: the next pass's discovery can
-      // run now. Not for the reserved class's claims (their candidates are filtered by class).
-      if (p.minPriority === undefined && ids.length >= p.limit) this.lookAhead(p.limit, p.fence, ids);
+      // Not for the reserved class's claims (their candidates are filtered by class).
+      if (p.minPriority === undefined && this.runGoesOn(p.fence)) {
+        const got = await this.claimRun(p, this.run!, into);
+        if (got.length >= p.limit) return;
+        // The run is drained: the rest of the room goes to a discovery in this same pass.
+        const started = got.filter((j) => j.attempt_id !== null).length;
+        p = { ...p, limit: p.limit - got.length, startLimit: p.startLimit === undefined ? undefined : Math.max(0, p.startLimit - started) };
+      }
+      const candidates = await this.sqlCandidates(p.limit, p.fence);
+      const ids = await this.plan(p, candidates);
+      // A full plan means more due work than this claim takes: the next passes claim the
+      // tenant's run, or the next pass's discovery can start now.
+      if (p.minPriority === undefined && ids.length >= p.limit) {
+        this.run = this.runOf(candidates, p.fence);
+        if (!this.run) this.lookAhead(p.limit, p.fence, ids);
+      }
       return this.claimIds(p, ids, into);
     }
     // The safety net behind the index runs on its own clock, first: an index whose candidates
@@ -187,6 +221,54 @@ export class DueClaimer {
     return sample;
   }
 
+  /** The run these candidates (a full discovery, all of it planned) make, if they make one (see Run). */
+  private runOf(candidates: CandidateRow[], fence: ShardFence): Run | undefined {
+    const first = candidates[0];
+    if (!first || this.o.runs === false || !this.o.planner.unlimited(first.tenant)) return undefined;
+    const cls = Math.sign(first.priority);
+    for (const c of candidates) if (c.catchup || c.tenant !== first.tenant || Math.sign(c.priority) !== cls) return undefined;
+    return { tenant: first.tenant, cls, shards: shardKey(fence), at: performance.now() };
+  }
+
+  /** Whether this pass claims the run (the same shards, its discovery young enough). */
+  private runGoesOn(fence: ShardFence): boolean {
+    const r = this.run;
+    if (r && r.shards === shardKey(fence) && performance.now() - r.at <= (this.o.aheadMaxAgeMs ?? AHEAD_MAX_AGE_MS)) return true;
+    this.run = undefined;
+    return false;
+  }
+
+  /** A claim of the run's next jobs (started at the claim as claimIds does); a short one ends it. */
+  private async claimRun(p: ClaimParams, run: Run, into: ClaimRow[]): Promise<ClaimRow[]> {
+    this.held = false;
+    const attemptIds = p.worker && (p.startLimit ?? 0) > 0 ? Array.from({ length: Math.min(p.limit, p.startLimit!) }, () => Bun.randomUUIDv7()) : undefined;
+    let got: ClaimRow[];
+    try {
+      got = await claimDueRun(this.o.db, { ...p, tenant: run.tenant, cls: run.cls, attemptIds });
+      await this.o.afterClaimReply?.(got);
+    } catch (err) {
+      this.run = undefined;
+      if (attemptIds) await this.giveBackStarted(() => releaseStartedAtRun(this.o.db, p.worker!, p.fence, attemptIds));
+      throw err;
+    }
+    this.o.onRun?.(got.map((j) => j.id));
+    if (got.length < p.limit) this.run = undefined;
+    into.push(...got);
+    this.o.planner.commit(got);
+    await this.o.afterClaim?.(got);
+    return got;
+  }
+
+  /** No answer: the claim may have committed and started jobs no one will call; they are given back uncalled. */
+  private async giveBackStarted(release: () => Promise<unknown[]>): Promise<void> {
+    await release().then(
+      (rows) =>
+        rows.length > 0 && this.o.log.warn({ jobs: rows.length }, "a claim that started jobs got no answer: they are given back uncalled, without a try"),
+      (e: unknown) =>
+        this.o.log.error({ err: e }, "giving back the jobs of a claim that got no answer failed; their leases will lapse and each counts a lost call"),
+    );
+  }
+
   /** Waits for a discovery made ahead that is still running (a stopping dispatcher). */
   async settle(): Promise<void> {
     await this.ahead?.sample;
@@ -217,14 +299,7 @@ export class DueClaimer {
       await this.o.afterClaimReply?.(got);
     } catch (err) {
       // No answer: the claim may have committed and started jobs no one will call.
-      if (attemptIds) {
-        await releaseStartedAtClaim(this.o.db, p.worker!, ids, attemptIds).then(
-          (rows) =>
-            rows.length > 0 && this.o.log.warn({ jobs: rows.length }, "a claim that started jobs got no answer: they are given back uncalled, without a try"),
-          (e: unknown) =>
-            this.o.log.error({ err: e }, "giving back the jobs of a claim that got no answer failed; their leases will lapse and each counts a lost call"),
-        );
-      }
+      if (attemptIds) await this.giveBackStarted(() => releaseStartedAtClaim(this.o.db, p.worker!, ids, attemptIds));
       throw err;
     }
     into.push(...got);

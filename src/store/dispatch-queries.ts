@@ -26,23 +26,15 @@ export interface ClaimParams {
 }
 
 const fenceParams = (f: ShardFence) => ({ owner: f.owner, shards: f.shards.map((h) => h.shard), epochs: f.shards.map((h) => h.epoch) });
+/** $1–$7 of every claim of due jobs: the fence's owner, shards and epochs, the limit, the token, the lease and the worker. */
+const claimHead = (p: ClaimParams) => {
+  const f = fenceParams(p.fence);
+  return [f.owner, f.shards, f.epochs, p.limit, p.token, p.ttlMs, p.worker ?? null];
+};
 
 /** `lateMs`: claim only jobs at least this late (the reconciliation pass behind the Redis index). */
 export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number }) {
-  const f = fenceParams(p.fence);
-  return db.query<ClaimRow>(sql("ClaimDue"), [
-    f.owner,
-    f.shards,
-    f.epochs,
-    p.limit,
-    p.token,
-    p.ttlMs,
-    p.worker ?? null,
-    p.lateMs ?? 0,
-    p.fence.region,
-    p.fence.generation,
-    p.fence.count,
-  ]);
+  return db.query<ClaimRow>(sql("ClaimDue"), [...claimHead(p), p.lateMs ?? 0, p.fence.region, p.fence.generation, p.fence.count]);
 }
 
 /** claimDue restricted to these job ids (candidates from the Redis index, validated here). */
@@ -51,17 +43,10 @@ export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number
  * attempts the claim opens; the caller keeps them to give the jobs back if the reply is lost.
  */
 export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[]; attemptIds?: string[] }) {
-  const f = fenceParams(p.fence);
   const startLimit = p.worker && p.attemptIds?.length === p.ids.length ? (p.startLimit ?? 0) : 0;
   const attemptIds = startLimit > 0 ? p.attemptIds! : [];
   return db.query<ClaimRow>(sql("ClaimDueIds"), [
-    f.owner,
-    f.shards,
-    f.epochs,
-    p.limit,
-    p.token,
-    p.ttlMs,
-    p.worker ?? null,
+    ...claimHead(p),
     p.ids,
     p.fence.region,
     p.fence.generation,
@@ -69,6 +54,26 @@ export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[
     p.horizonMs ?? 0,
     startLimit,
     attemptIds,
+  ]);
+}
+
+/**
+ * claimDueIds without a discovery before it: the oldest due jobs of one tenant and priority
+ * sign (`cls`: 1, 0 or -1), catch-up runs and replays left out (their rates are the planner's).
+ * `attemptIds`: as for claimDueIds, at least startLimit of them; the n-th job started gets the n-th.
+ */
+export async function claimDueRun(db: Queryable, p: ClaimParams & { tenant: string; cls: number; attemptIds?: string[] }) {
+  const startLimit = p.worker && p.attemptIds ? Math.min(p.startLimit ?? 0, p.attemptIds.length) : 0;
+  return db.query<ClaimRow>(sql("ClaimDueRun"), [
+    ...claimHead(p),
+    p.tenant,
+    p.fence.region,
+    p.fence.generation,
+    p.fence.count,
+    p.horizonMs ?? 0,
+    startLimit,
+    startLimit > 0 ? p.attemptIds! : [],
+    p.cls,
   ]);
 }
 

@@ -66,6 +66,20 @@ for (const file of [
   }
 }
 
+// A line `-- use: _Name` stands for the text of the fragment _Name: a named query whose name
+// starts with `_`, the shared part of two statements (never run alone). One level deep.
+for (const [k, v] of QUERIES) {
+  if (!v.includes("-- use: ")) continue;
+  QUERIES.set(
+    k,
+    v.replace(/^-- use: (\w+)$/gm, (_, name: string) => {
+      const part = QUERIES.get(name);
+      if (!name.startsWith("_") || part === undefined) throw new Error(`query ${k} uses ${name}, which is not a fragment (-- name: _X) in sql/queries`);
+      return part;
+    }),
+  );
+}
+
 // Text → names, for the test-only fault seam (store/test-faults.ts), which sees only the text.
 const NAMES = new Map<string, string[]>();
 for (const [k, v] of QUERIES) NAMES.set(v, [...(NAMES.get(v) ?? []), k]);

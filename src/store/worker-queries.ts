@@ -1,6 +1,7 @@
 import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
 import type { ClaimRow } from "./types.ts";
+import type { ShardFence } from "./shards.ts";
 
 export interface Claimed {
   id: string;
@@ -157,6 +158,19 @@ export async function releaseStartedAtClaim(db: Db, owner: string, jobIds: strin
   if (attemptIds.length === 0) return [];
   const opened = await db.tx(async (q) => {
     await q.query(sql("LockStartedAtClaim"), [owner, jobIds]);
+    return q.query<{ id: string; gen: number }>(sql("OpenedAtClaim"), [owner, attemptIds]);
+  });
+  return releaseUncalled(db, owner, opened);
+}
+
+/**
+ * releaseStartedAtClaim for a claim of a run (ClaimDueRun), whose jobs are not known before
+ * its answer: step 1 waits for it through the dispatch lease rows it held (LockRunClaim).
+ */
+export async function releaseStartedAtRun(db: Db, owner: string, fence: ShardFence, attemptIds: string[]) {
+  if (attemptIds.length === 0) return [];
+  const opened = await db.tx(async (q) => {
+    await q.query(sql("LockRunClaim"), [fence.owner, fence.shards.map((h) => h.shard)]);
     return q.query<{ id: string; gen: number }>(sql("OpenedAtClaim"), [owner, attemptIds]);
   });
   return releaseUncalled(db, owner, opened);

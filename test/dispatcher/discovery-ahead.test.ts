@@ -44,6 +44,8 @@ for (const driver of DRIVERS) {
         log: silentLogger,
         clock: new DbClock(),
         aheadMaxAgeMs,
+        // One tenant's jobs of one class: a run would claim them without the discovery ahead.
+        runs: false,
         onDiscovery: (ids, ahead) => discoveries.push({ ids, ahead }),
         afterClaimReply: async () => {
           const h = hold;

@@ -4,15 +4,18 @@
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseNamedQueries } from "../../src/store/sql.ts";
+import { parseNamedQueries, sql } from "../../src/store/sql.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 
 describe("named queries", () => {
   const queryDir = join(ROOT, "sql/queries");
   const names: string[] = [];
+  let queryText = "";
   for (const f of readdirSync(queryDir).filter((f) => f.endsWith(".sql"))) {
-    names.push(...parseNamedQueries(readFileSync(join(queryDir, f), "utf8")).keys());
+    const text = readFileSync(join(queryDir, f), "utf8");
+    names.push(...parseNamedQueries(text).keys());
+    queryText += text;
   }
   const src = join(ROOT, "src");
   const source = [...new Bun.Glob("**/*.ts").scanSync(src)].map((f) => readFileSync(join(src, f), "utf8")).join("\n");
@@ -22,9 +25,18 @@ describe("named queries", () => {
     expect(source).toContain('"StartAttempts"');
   });
 
-  test("every named query is used by src/ (by its name as a string literal)", () => {
-    const unused = names.filter((n) => !source.includes(`"${n}"`));
+  test("every named query is used by src/ (by its name as a string literal), every fragment (_X) by a query", () => {
+    const unused = names.filter((n) => (n.startsWith("_") ? !queryText.includes(`-- use: ${n}\n`) : !source.includes(`"${n}"`)));
     expect(unused).toEqual([]);
+  });
+
+  test("a fragment's text stands where a query uses it", () => {
+    for (const name of ["ClaimDueIds", "ClaimDueRun"]) {
+      const text = sql(name);
+      expect(text).not.toContain("-- use:");
+      expect(text).toContain("INSERT INTO attempts");
+      expect(text.indexOf("), due AS (")).toBeLessThan(text.indexOf("), pick AS ("));
+    }
   });
 
   // Queries run through the named functions of src/store only: one place maps each query's
