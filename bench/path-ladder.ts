@@ -18,6 +18,7 @@
  *
  *   npm run bench:path                          # 40,000 jobs per step, 2 rounds, alternated
  *   npm run bench:path -- --jobs 20000 --rounds 3
+ *   npm run bench:path -- --steps +callAttempt,scheduler --statements   # and each step's statements
  *
  * See bench/README.md "path ladder".
  */
@@ -50,9 +51,17 @@ import { keyValues, table } from "./lib/stats.ts";
 import { startTargetProcess } from "./lib/target-process.ts";
 import { successOf } from "../test/helpers/completion.ts";
 
-const USAGE = "usage: bun bench/path-ladder.ts [--jobs N] [--rounds N] [--concurrency N] [--steps a,b,…]   (npm run bench:path -- …)";
+const USAGE = "usage: bun bench/path-ladder.ts [--jobs N] [--rounds N] [--concurrency N] [--steps a,b,…] [--statements]   (npm run bench:path -- …)";
 const { values } = parseArgs({
-  options: { jobs: { type: "string" }, rounds: { type: "string" }, concurrency: { type: "string" }, steps: { type: "string" }, help: { type: "boolean" } },
+  options: {
+    jobs: { type: "string" },
+    rounds: { type: "string" },
+    concurrency: { type: "string" },
+    steps: { type: "string" },
+    // Each step's top statements (pg_stat_statements): per job, server µs per job, rows a call.
+    statements: { type: "boolean" },
+    help: { type: "boolean" },
+  },
 });
 if (values.help) {
   console.log(USAGE);
@@ -277,20 +286,39 @@ async function runScheduler(): Promise<Figures> {
   const rt = await startRuntime(config, { db, log });
   let server1: Map<number, number>;
   try {
+    // Until no job is left to call or finish: two probes of the live-state partial indexes,
+    // every 200 ms (the rate comes from the attempts' instants, not from this loop). A count
+    // of the succeeded every 20 ms (a scan of the whole table) took a core's tenth from the
+    // scheduler it was measuring.
     for (;;) {
-      const [{ n }] = (await admin`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`) as unknown as [{ n: number }];
-      if (n === N) break;
-      await Bun.sleep(20);
+      const [{ busy }] = (await admin`SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'scheduled')
+        OR EXISTS (SELECT 1 FROM jobs WHERE status IN ('queued', 'running')) AS busy`) as unknown as [{ busy: boolean }];
+      if (!busy) break;
+      await Bun.sleep(200);
     }
     server1 = await backendCpu();
   } finally {
     await rt.stop();
   }
   const c = process.cpuUsage(cpu0);
+  const [{ n }] = (await admin`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`) as unknown as [{ n: number }];
+  if (n !== N) throw new Error(`path-ladder: ${n} of ${N} jobs succeeded (scheduler)`);
   const [{ secs }] = (await admin`SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 AS secs FROM attempts`) as unknown as [
     { secs: number },
   ];
   return { perSecond: N / secs, cpuUsPerJob: (c.user + c.system) / N, serverUsPerJob: serverUs(server0, server1) };
+}
+
+/** The step's top statements by server time since the reset before it (--statements). */
+async function sayStatements(step: StepName): Promise<void> {
+  const rows = (await admin`SELECT calls, total_exec_time AS ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 70) AS q
+    FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+    WHERE d.datname = current_database() ORDER BY total_exec_time DESC LIMIT 8`) as unknown as { calls: string; ms: number; rows: string; q: string }[];
+  say(`path-ladder: ${step}: statements (per job, server µs per job, rows a call):`);
+  for (const r of rows)
+    say(
+      `  ${(Number(r.calls) / N).toFixed(4)}  ${((r.ms * 1000) / N).toFixed(1).padStart(6)}  ${String(Math.round(Number(r.rows) / Number(r.calls))).padStart(6)}  ${r.q}`,
+    );
 }
 
 const results = new Map<StepName, Figures[]>(STEPS.map((s) => [s, []]));
@@ -301,7 +329,12 @@ try {
     // Alternated: each round runs every step once, so a slow moment of the box falls on all.
     for (const step of STEPS) {
       say(`path-ladder: round ${r + 1} of ${ROUNDS}, ${step} (${N} jobs)…`);
+      if (values.statements) {
+        await admin`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`;
+        await admin`SELECT pg_stat_statements_reset()`;
+      }
       results.get(step)!.push(await run(step));
+      if (values.statements) await sayStatements(step);
     }
   }
   const server = await describeServer((s) => admin.unsafe(s) as never);

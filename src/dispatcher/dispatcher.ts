@@ -312,7 +312,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (!r.claimed) return { claimed: 0, full: false, capped: true, localFull: r.localFull };
     for (const c of r.claimed) {
       this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
-      this.o.metrics.shardDispatched.inc({ shard: String(Math.floor((c.slot * this.o.shards) / SLOTS)) });
+      this.o.metrics.shardDispatched.tally(String(Math.floor((c.slot * this.o.shards) / SLOTS)));
     }
     if (r.claimed.length > 0) this.o.log.debug({ count: r.claimed.length, token }, "dispatched due jobs");
     return { claimed: r.claimed.length, full: r.claimed.length === r.limit, capped: false };

@@ -1,5 +1,6 @@
 import client from "prom-client";
 import { FastHistogram } from "./fast-histogram.ts";
+import { TallyCounter } from "./tally-counter.ts";
 
 // Buckets from 1 ms to ~2 h: lag is milliseconds when healthy and hours in an outage.
 const LAG_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 7200];
@@ -11,10 +12,10 @@ const LAG_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
  */
 export class Metrics {
   readonly registry = new client.Registry();
-  readonly deliveries = new client.Counter({
+  readonly deliveries = new TallyCounter({
     name: "scheduler_deliveries_total",
     help: "Webhook calls by classified outcome",
-    labelNames: ["outcome"],
+    labelNames: ["outcome"] as const,
     registers: [this.registry],
   });
   readonly schedulingLag = new FastHistogram({
@@ -29,10 +30,10 @@ export class Metrics {
     buckets: LAG_BUCKETS,
     registers: [this.registry],
   });
-  readonly retries = new client.Counter({
+  readonly retries = new TallyCounter({
     name: "scheduler_retries_total",
     help: "Failed calls scheduled for another try, by failure class (throttled, transient, unknown)",
-    labelNames: ["class"],
+    labelNames: ["class"] as const,
     registers: [this.registry],
   });
   readonly shardsOwned = new client.Gauge({ name: "scheduler_shards_owned", help: "Dispatch shards this process holds", registers: [this.registry] });
@@ -42,10 +43,10 @@ export class Metrics {
     labelNames: ["kind"],
     registers: [this.registry],
   });
-  readonly shardDispatched = new client.Counter({
+  readonly shardDispatched = new TallyCounter({
     name: "scheduler_shard_dispatched_total",
     help: "Jobs claimed by this process, by dispatch shard",
-    labelNames: ["shard"],
+    labelNames: ["shard"] as const,
     registers: [this.registry],
   });
   readonly dispatchLeader = new client.Gauge({

@@ -59,7 +59,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
     }));
   // The target is done with us: its call slot can serve the next job while this outcome is written.
   called?.();
-  d.metrics.deliveries.inc({ outcome: r.outcome });
+  d.metrics.deliveries.tally(r.outcome);
   // The host's answer paces further calls to it (429/503 slow it, Retry-After pauses it).
   if (
     !notSent &&
@@ -118,7 +118,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
   }
   if (next.status === "succeeded") d.metrics.endToEnd.observe(Math.max(0, (now - job.scheduled_for.getTime()) / 1000));
   if (next.status === "dead") d.metrics.dlqIngress.inc();
-  if (next.status === "scheduled" && r.outcome !== "success") d.metrics.retries.inc({ class: r.outcome });
+  if (next.status === "scheduled" && r.outcome !== "success") d.metrics.retries.tally(r.outcome);
   if (r.outcome === "success") {
     if (d.log.isLevelEnabled("info")) log().info(fields, "delivered");
   } else log().warn({ ...fields, error: next.error, retry_in_ms: next.delayMs }, "delivery failed");
