@@ -49,7 +49,7 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
 -- stale entry (cancelled, rescheduled, claimed, unknown) claims nothing.
 -- For a worker in this process ($7), the claim is also the pre-call check of up to $13 of
 -- the jobs (the call slots it has free now), in due order: their attempts are opened here
--- ($14: attempt ids, the n-th job started gets the n-th), as StartAttempts would open them, and
+-- ($14: attempt ids, at their job's position in $8), as StartAttempts would open them, and
 -- they are called as soon as the claim answers: one statement, one round trip and one row
 -- version fewer per job. What StartAttempts checks holds here by construction: the lease
 -- is this statement's own (owner, a new generation, a fresh lease_until), the version is
@@ -77,6 +77,13 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
   ORDER BY j.due_at
   LIMIT $4
   FOR UPDATE OF j SKIP LOCKED
+), pick AS (
+  -- The first $13 startable jobs in due order (a window function may not share the locking
+  -- SELECT); k: the job's attempt id in $14, at its position in $8.
+  SELECT id, startable AND $7::text IS NOT NULL
+    AND count(*) FILTER (WHERE startable) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) <= $13::int AS go,
+    array_position($8::uuid[], id) AS k
+  FROM due
 -- use: _ClaimAndStart
 
 -- name: ClaimDueRun
@@ -100,6 +107,11 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
   ORDER BY j.due_at
   LIMIT $4
   FOR UPDATE OF j SKIP LOCKED
+), pick AS (
+  -- The first $13 startable jobs in due order; k: the n-th started gets the n-th attempt id.
+  SELECT id, n AS k, startable AND $7::text IS NOT NULL AND n <= $13::int AS go FROM (
+    SELECT id, startable, count(*) FILTER (WHERE startable) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) AS n
+    FROM due) d
 -- use: _ClaimAndStart
 
 -- name: _FencedLease
@@ -113,13 +125,8 @@ WITH lease AS (
 )
 
 -- name: _ClaimAndStart
--- The end of ClaimDueIds and ClaimDueRun, after their `due`: the claim of the rows `due`
--- locked, and the start of the first $13 that can be called at once.
-), pick AS (
-  -- The first $13 startable jobs in due order (a window function may not share the locking SELECT).
-  SELECT id, n, startable AND $7::text IS NOT NULL AND n <= $13::int AS go FROM (
-    SELECT id, startable, count(*) FILTER (WHERE startable) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) AS n
-    FROM due) d
+-- The end of ClaimDueIds and ClaimDueRun, after their `due` and `pick` (go: started here;
+-- k: its attempt id's index in $14): the claim of the rows `due` locked, and their start.
 ), c AS (
   UPDATE jobs j SET
     status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,
@@ -139,7 +146,7 @@ WITH lease AS (
     j.backoff_base_ms, j.backoff_max_ms, j.timeout_ms, j.expires_at, j.async, j.cancel_requested,
     j.throttle_until, j.epoch, j.queued_at, j.lease_generation, j.host_limits, j.verify_url,
     j.lease_key, j.checkpoint, j.slot, j.catchup,
-    CASE WHEN pick.go THEN ($14::uuid[])[pick.n] END AS attempt_id
+    CASE WHEN pick.go THEN ($14::uuid[])[pick.k] END AS attempt_id
 ), ins AS (
   INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at)
   SELECT c.attempt_id, c.id, c.calls, c.lease_generation, c.epoch, $7, now()
