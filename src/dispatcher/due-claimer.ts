@@ -253,10 +253,15 @@ export class DueClaimer {
     }
     this.o.onRun?.(got.map((j) => j.id));
     if (got.length < p.limit) this.run = undefined;
+    await this.taken(got, into);
+    return got;
+  }
+
+  /** A claim's rows: handed on, counted against the rates, then the test seam. */
+  private async taken(got: ClaimRow[], into: ClaimRow[]): Promise<void> {
     into.push(...got);
     this.o.planner.commit(got);
     await this.o.afterClaim?.(got);
-    return got;
   }
 
   /** No answer: the claim may have committed and started jobs no one will call; they are given back uncalled. */
@@ -302,9 +307,7 @@ export class DueClaimer {
       if (attemptIds) await this.giveBackStarted(() => releaseStartedAtClaim(this.o.db, p.worker!, ids, attemptIds));
       throw err;
     }
-    into.push(...got);
-    this.o.planner.commit(got);
-    await this.o.afterClaim?.(got);
+    await this.taken(got, into);
   }
 }
 
