@@ -31,7 +31,9 @@ export const JSC_RAM_SIZE = "1073741824";
 export function passedThrough(env: Record<string, string | undefined> = process.env): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
-    if (
+    // The allocators' and the JS engine's own variables (MIMALLOC_PURGE_DELAY, BUN_JSC_…): to measure a setting.
+    if (k.startsWith("MIMALLOC_") || k.startsWith("BUN_JSC_")) out[k] = v ?? "";
+    else if (
       k.startsWith("SCHEDULER_") &&
       !k.startsWith("SCHEDULER_BENCH_") &&
       k !== "SCHEDULER_ALLOW_PRIVATE_TARGETS" &&
