@@ -95,6 +95,8 @@ export class Dispatcher extends PeriodicLoop<number> {
   private readonly claims: DispatchClaims;
   /** The highest shard epoch this dispatcher held in the current generation: its fencing term. */
   private term = { generation: -1, epoch: 0 };
+  /** Each shard's label value, made once: the dispatched counter is tallied per job. */
+  private readonly shardLabels: string[] = [];
   private readonly prestageMs: number;
   private readonly clock: DbClock;
 
@@ -312,7 +314,8 @@ export class Dispatcher extends PeriodicLoop<number> {
     if (!r.claimed) return { claimed: 0, full: false, capped: true, localFull: r.localFull };
     for (const c of r.claimed) {
       this.o.metrics.schedulingLag.observe(Math.max(0, (c.queued_at!.getTime() - c.due_at.getTime()) / 1000));
-      this.o.metrics.shardDispatched.tally(String(Math.floor((c.slot * this.o.shards) / SLOTS)));
+      const shard = Math.floor((c.slot * this.o.shards) / SLOTS);
+      this.o.metrics.shardDispatched.tally((this.shardLabels[shard] ??= String(shard)));
     }
     if (r.claimed.length > 0) this.o.log.debug({ count: r.claimed.length, token }, "dispatched due jobs");
     return { claimed: r.claimed.length, full: r.claimed.length === r.limit, capped: false };

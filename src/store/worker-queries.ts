@@ -155,12 +155,7 @@ export async function releaseUncalled(db: Db, owner: string, jobs: Claimed[]) {
  * opened attempt as a lost call, and a max_attempts: 1 job would die uncalled.
  */
 export async function releaseStartedAtClaim(db: Db, owner: string, jobIds: string[], attemptIds: string[]) {
-  if (attemptIds.length === 0) return [];
-  const opened = await db.tx(async (q) => {
-    await q.query(sql("LockStartedAtClaim"), [owner, jobIds]);
-    return q.query<{ id: string; gen: number }>(sql("OpenedAtClaim"), [owner, attemptIds]);
-  });
-  return releaseUncalled(db, owner, opened);
+  return releaseOpenedBy(db, owner, attemptIds, (q) => q.query(sql("LockStartedAtClaim"), [owner, jobIds]));
 }
 
 /**
@@ -168,9 +163,14 @@ export async function releaseStartedAtClaim(db: Db, owner: string, jobIds: strin
  * its answer: step 1 waits for it through the dispatch lease rows it held (LockRunClaim).
  */
 export async function releaseStartedAtRun(db: Db, owner: string, fence: ShardFence, attemptIds: string[]) {
+  return releaseOpenedBy(db, owner, attemptIds, (q) => q.query(sql("LockRunClaim"), [fence.owner, fence.shards.map((h) => h.shard)]));
+}
+
+/** Waits for the lost claim (`waitForClaim`), finds the jobs it started by their attempt ids, gives them back uncalled. */
+async function releaseOpenedBy(db: Db, owner: string, attemptIds: string[], waitForClaim: (q: Queryable) => Promise<unknown>) {
   if (attemptIds.length === 0) return [];
   const opened = await db.tx(async (q) => {
-    await q.query(sql("LockRunClaim"), [fence.owner, fence.shards.map((h) => h.shard)]);
+    await waitForClaim(q);
     return q.query<{ id: string; gen: number }>(sql("OpenedAtClaim"), [owner, attemptIds]);
   });
   return releaseUncalled(db, owner, opened);
