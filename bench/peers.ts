@@ -295,6 +295,24 @@ const ROWS: Row[] = [
     },
   },
   {
+    label: "WAL bytes / job (burst)",
+    higher: false,
+    digits: 0,
+    value: (r) => {
+      const b = of(r, "burst");
+      return b?.cost?.walBytes !== undefined ? b.cost.walBytes / b.jobs : undefined;
+    },
+  },
+  {
+    label: "full-page images / job (burst)",
+    higher: false,
+    digits: 3,
+    value: (r) => {
+      const b = of(r, "burst");
+      return b?.cost?.walFpi !== undefined ? b.cost.walFpi / b.jobs : undefined;
+    },
+  },
+  {
     label: "statements / job (burst)",
     higher: false,
     digits: 3,
@@ -448,6 +466,7 @@ async function main(): Promise<number> {
     "create: the herd's jobs / the time to create them (scheduler: POST /v1/jobs/batch; graphile-worker: addJobs; BullMQ: addBulk; 1000 a call, 2 in flight).",
     "commits / job: pg_stat_database.xact_commit of the system's database, burst start → stop, / jobs;",
     "statements / job: pg_stat_statements calls (top level, without BEGIN/COMMIT) over the same span. peak RSS: VmHWM of the delivering process.",
+    "WAL bytes, full-page images / job: pg_stat_wal of the whole server over the same span (one system runs at a time).",
     "CPU µs / job: user + system time of the delivering process (/proc/PID/stat), and busy time of the whole machine (/proc/stat: the database, the target and this bench too), first call → last, / the jobs delivered in that span (10 ms ticks).",
     "",
   ];

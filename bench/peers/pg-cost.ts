@@ -9,6 +9,9 @@ import postgres from "postgres";
 export interface CostSnapshot {
   commits: number;
   rollbacks: number;
+  /** pg_stat_wal (PostgreSQL 14+): WAL written and full-page images, server-wide. */
+  walBytes?: number;
+  walFpi?: number;
   /** Statements per normalised query text; undefined without pg_stat_statements. */
   statements?: Map<string, number>;
   /** Execution time (ms) per normalised query text, alongside `statements`. */
@@ -18,6 +21,9 @@ export interface CostSnapshot {
 export interface Cost {
   commits: number;
   rollbacks: number;
+  /** WAL bytes and full-page images written meanwhile, by the whole server: the bench runs one system at a time. */
+  walBytes?: number;
+  walFpi?: number;
   /** All statements but transaction control (BEGIN, COMMIT, ...); undefined without pg_stat_statements. */
   statements?: number;
   /** The statements that ran most, with their counts and their execution time in the server (ms). */
@@ -61,6 +67,13 @@ export class PgCost {
       { c: string; r: string }[]
     >`SELECT xact_commit::text AS c, xact_rollback::text AS r FROM pg_stat_database WHERE datname = ${db}`;
     const snap: CostSnapshot = { commits: Number(row?.c ?? 0), rollbacks: Number(row?.r ?? 0) };
+    try {
+      const [w] = await this.sql<{ b: string; f: string }[]>`SELECT wal_bytes::text AS b, wal_fpi::text AS f FROM pg_stat_wal`;
+      snap.walBytes = Number(w.b);
+      snap.walFpi = Number(w.f);
+    } catch {
+      // Before PostgreSQL 14: no pg_stat_wal, no WAL figures.
+    }
     if (statements) {
       const rows = await this.sql<{ query: string; calls: string; ms: number }[]>`
         SELECT s.query, sum(s.calls)::text AS calls, sum(s.total_exec_time)::float8 AS ms FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
@@ -78,6 +91,8 @@ export class PgCost {
 
 export function costBetween(a: CostSnapshot, b: CostSnapshot): Cost {
   const cost: Cost = { commits: b.commits - a.commits, rollbacks: b.rollbacks - a.rollbacks };
+  if (a.walBytes !== undefined && b.walBytes !== undefined) cost.walBytes = b.walBytes - a.walBytes;
+  if (a.walFpi !== undefined && b.walFpi !== undefined) cost.walFpi = b.walFpi - a.walFpi;
   if (a.statements && b.statements) {
     const per: { query: string; calls: number; ms: number }[] = [];
     for (const [query, calls] of b.statements) {
