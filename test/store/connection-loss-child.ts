@@ -15,7 +15,9 @@
 //                               reconnected the same connection for another query
 //   tx-loop                     short transactions in a loop (and one long one) until "stop"
 //                               on stdin, for the test that restarts the server under it
+import pino from "pino";
 import postgres from "postgres";
+import { installProcessGuards } from "../../src/obs/process-guards.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 
 const url = process.env.DATABASE_URL;
@@ -198,6 +200,17 @@ async function txHandleAfterReconnect(): Promise<void> {
  * surely mid-statement then. Every failure is caught and counted; a line per success.
  */
 async function txLoop(): Promise<void> {
+  // As the scheduler runs (src/main.ts): a rejection of a lost connection that no caller is
+  // left to receive is logged, not fatal (src/obs/process-guards.ts); anything else still
+  // ends the process. Once in a full parallel run, a restart under this loop ended the
+  // child with `connect ECONNREFUSED` and no guard to tell which kind it was, so each kind
+  // is said on its own line: an uncaught exception fails the test, as it would end the
+  // scheduler.
+  installProcessGuards(pino({ base: null }, { write: (line: string) => say({ step: "guard", line: line.trim() }) }));
+  process.on("uncaughtException", (e) => {
+    say({ step: "uncaught exception", error: (e as Error).stack ?? String(e) });
+    process.exit(1);
+  });
   const db = openPostgres({ url: url!, maxConnections: 4, applicationName: APP });
   let stopping = false;
   const counts = { ok: 0, failed: 0 };

@@ -196,6 +196,9 @@ describe("PostgreSQL restarted under a loop of transactions", () => {
       const code = await exitOf(child, 20_000);
       expect(code, child.output()).toBe(0);
       expect(child.stderr()).not.toContain("TypeError");
+      // An exception nothing caught would have ended the scheduler (a lost connection's
+      // rejection is logged by its guard, as the "guard" lines show).
+      expect(child.lines.filter((l) => l.step === "uncaught exception")).toEqual([]);
       const summary = child.lines.find((l) => l.step === "stopped");
       expect(summary?.ok).toBeGreaterThan(20);
       expect(child.lines.at(-1)?.step).toBe("done");
