@@ -271,6 +271,20 @@ interface Row {
 }
 
 const of = (rs: ScenarioResult[], s: string) => rs.find((r) => r.scenario === s);
+/** A database counter of the burst (pg-cost.ts) divided by its jobs; none without it. */
+function costPerBurstJob(label: string, digits: number, pick: (c: Cost) => number | undefined): Row {
+  return {
+    label,
+    higher: false,
+    digits,
+    value: (r) => {
+      const b = of(r, "burst");
+      const v = b?.cost ? pick(b.cost) : undefined;
+      return b && v !== undefined ? v / b.jobs : undefined;
+    },
+  };
+}
+
 const ROWS: Row[] = [
   { label: "burst: deliveries/s", higher: true, digits: 0, value: (r) => of(r, "burst")?.perSecond },
   { label: "herd: due → last call, s", higher: false, digits: 2, value: (r) => of(r, "herd")?.drainSeconds },
@@ -285,42 +299,10 @@ const ROWS: Row[] = [
       return h && h.createSeconds > 0 ? h.jobs / h.createSeconds : undefined;
     },
   },
-  {
-    label: "commits / job (burst)",
-    higher: false,
-    digits: 3,
-    value: (r) => {
-      const b = of(r, "burst");
-      return b?.cost ? b.cost.commits / b.jobs : undefined;
-    },
-  },
-  {
-    label: "WAL bytes / job (burst)",
-    higher: false,
-    digits: 0,
-    value: (r) => {
-      const b = of(r, "burst");
-      return b?.cost?.walBytes !== undefined ? b.cost.walBytes / b.jobs : undefined;
-    },
-  },
-  {
-    label: "full-page images / job (burst)",
-    higher: false,
-    digits: 3,
-    value: (r) => {
-      const b = of(r, "burst");
-      return b?.cost?.walFpi !== undefined ? b.cost.walFpi / b.jobs : undefined;
-    },
-  },
-  {
-    label: "statements / job (burst)",
-    higher: false,
-    digits: 3,
-    value: (r) => {
-      const b = of(r, "burst");
-      return b?.cost?.statements !== undefined ? b.cost.statements / b.jobs : undefined;
-    },
-  },
+  costPerBurstJob("commits / job (burst)", 3, (c) => c.commits),
+  costPerBurstJob("WAL bytes / job (burst)", 0, (c) => c.walBytes),
+  costPerBurstJob("full-page images / job (burst)", 3, (c) => c.walFpi),
+  costPerBurstJob("statements / job (burst)", 3, (c) => c.statements),
   { label: "CPU µs / job, process (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.processCpuUs },
   { label: "CPU µs / job, machine (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.machineCpuUs },
   {
