@@ -1,7 +1,7 @@
 import type { HostLimits } from "../store/types.ts";
-import { BoundedMap } from "../bounded-map.ts";
 import type { Outcome } from "./classify.ts";
 import { type Entry, HostState } from "./host-state.ts";
+import { positive } from "./host-lane.ts";
 
 /**
  * Per-target-host flow control in one worker process: a rate (calls per second, evenly
@@ -375,35 +375,5 @@ export class HostLimiter<T> {
     // The next call is spaced from the last one at the raised rate, not the old one.
     const rate = st.allowed();
     st.tat = Math.min(st.tat, Number.isFinite(rate) ? st.lastStart + 1000 / rate : st.lastStart);
-  }
-}
-
-function positive(n: number | null | undefined): number | undefined {
-  return typeof n === "number" && n > 0 ? n : undefined;
-}
-
-/**
- * The lane a job's calls are limited in: its host, or, when its host_limits set a rate or a
- * concurrency, its tenant's own lane to that host (so one tenant's limits never pace
- * another's calls). '#' cannot appear in a URL's host.
- */
-export function laneKey(url: string, tenant: string, own: HostLimits | null | undefined): string {
-  const host = hostKey(url);
-  return positive(own?.rate) !== undefined || positive(own?.concurrency) !== undefined ? `${host}#${tenant}` : host;
-}
-
-// A job's URL is parsed for its host on every admission; the URLs in use are few.
-const hostOfUrl = new BoundedMap<string, string>(10_000);
-
-/** The key hosts are limited by: host[:port] as in the URL (the port only when not the scheme's default). */
-export function hostKey(url: string): string {
-  return hostOfUrl.getOrMake(url, parseHost);
-}
-
-function parseHost(url: string): string {
-  try {
-    return new URL(url).host;
-  } catch {
-    return url;
   }
 }

@@ -1,6 +1,7 @@
 import type { ClaimedJob } from "../store/types.ts";
 import type { DeliveryResult } from "./deliver.ts";
-import { type HostLimiter, laneKey } from "./host-limiter.ts";
+import { laneKey } from "./host-lane.ts";
+import type { HostLimiter } from "./host-limiter.ts";
 
 /** A call that finds its host paused (a Retry-After that came in after its slot was taken) waits this long at most. */
 const MAX_PAUSE_WAIT_MS = 2000;

@@ -5,7 +5,8 @@ import { claimQueued, deferJobs, releaseJobs, startAttempts, unstartAtClaim } fr
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { CompletionBatcher, OutcomeNotRecorded } from "./completion-batcher.ts";
-import { HostLimiter, laneKey } from "./host-limiter.ts";
+import { laneKey } from "./host-lane.ts";
+import { HostLimiter } from "./host-limiter.ts";
 import type { SigningKeyring } from "./signing-keyring.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_STOP } from "./abort-reasons.ts";

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { HostLimiter, hostKey, laneKey, type CallLimits } from "../../src/worker/host-limiter.ts";
+import { hostKey, laneKey } from "../../src/worker/host-lane.ts";
+import { HostLimiter, type CallLimits } from "../../src/worker/host-limiter.ts";
 
 // The limiter's own logic, on a clock the test moves (the end-to-end behaviour, with real
 // targets and databases, is in host-limits.test.ts).
