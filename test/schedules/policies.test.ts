@@ -376,7 +376,10 @@ for (const driver of DRIVERS) {
           if (nominalOf(cs[i]) < prevDone) gaps.push(cs[i].at - prevDone); // it was waiting
         }
         expect(gaps.length).toBeGreaterThanOrEqual(2);
-        for (const g of gaps) expect(g).toBeLessThan(500);
+        // Started by the release's wake-up, not by a later poll (1 s apart). PGlite runs on the
+        // test process's thread: in the full suite its gaps were 521 and 593 ms once each, so
+        // its bound is wider, still below the poll interval.
+        for (const g of gaps) expect(g).toBeLessThan(driver === "pglite" ? 900 : 500);
         // Run in nominal order.
         expect(cs.map(nominalOf)).toEqual([...cs.map(nominalOf)].sort((a, b) => a - b));
         expect(held.polls).toBeGreaterThan(10);
