@@ -312,7 +312,7 @@ async function runScheduler(): Promise<Figures> {
 
 /** The step's top statements by server time since the reset before it (--statements). */
 async function sayStatements(step: StepName): Promise<void> {
-  const rows = (await admin`SELECT calls, total_exec_time AS ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 70) AS q
+  const rows = (await admin`SELECT calls, total_exec_time AS ms, rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 70) AS q
     FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
     WHERE d.datname = current_database() ORDER BY total_exec_time DESC LIMIT 8`) as unknown as { calls: string; ms: number; rows: string; q: string }[];
   say(`path-ladder: ${step}: statements (per job, server µs per job, rows a call):`);
