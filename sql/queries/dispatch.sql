@@ -49,7 +49,7 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
 -- stale entry (cancelled, rescheduled, claimed, unknown) claims nothing.
 -- For a worker in this process ($7), the claim is also the pre-call check of up to $13 of
 -- the jobs (the call slots it has free now), in due order: their attempts are opened here
--- ($14: attempt ids, at their job's position in $8), as StartAttempts would open them, and
+-- ($14: attempt ids, the n-th job started gets the n-th), as StartAttempts would open them, and
 -- they are called as soon as the claim answers: one statement, one round trip and one row
 -- version fewer per job. What StartAttempts checks holds here by construction: the lease
 -- is this statement's own (owner, a new generation, a fresh lease_until), the version is
@@ -77,13 +77,6 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
   ORDER BY j.due_at
   LIMIT $4
   FOR UPDATE OF j SKIP LOCKED
-), pick AS (
-  -- The first $13 startable jobs in due order (a window function may not share the locking
-  -- SELECT); k: the job's attempt id in $14, at its position in $8.
-  SELECT id, startable AND $7::text IS NOT NULL
-    AND count(*) FILTER (WHERE startable) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) <= $13::int AS go,
-    array_position($8::uuid[], id) AS k
-  FROM due
 -- use: _ClaimAndStart
 
 -- name: ClaimDueRun
@@ -107,11 +100,6 @@ RETURNING j.id, j.tenant, j.status, j.due_at, j.scheduled_for, j.priority, j.ver
   ORDER BY j.due_at
   LIMIT $4
   FOR UPDATE OF j SKIP LOCKED
-), pick AS (
-  -- The first $13 startable jobs in due order; k: the n-th started gets the n-th attempt id.
-  SELECT id, n AS k, startable AND $7::text IS NOT NULL AND n <= $13::int AS go FROM (
-    SELECT id, startable, count(*) FILTER (WHERE startable) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) AS n
-    FROM due) d
 -- use: _ClaimAndStart
 
 -- name: _FencedLease
@@ -125,8 +113,14 @@ WITH lease AS (
 )
 
 -- name: _ClaimAndStart
--- The end of ClaimDueIds and ClaimDueRun, after their `due` and `pick` (go: started here;
--- k: its attempt id's index in $14): the claim of the rows `due` locked, and their start.
+-- The end of ClaimDueIds and ClaimDueRun, after their `due` (id, due_at, startable; locked):
+-- which of those rows start here, their claim and their start.
+), pick AS (
+  -- The first $13 startable jobs in due order (a window function may not share the locking
+  -- SELECT): go, started here; k, its attempt id's index in $14 (the n-th started gets the n-th).
+  SELECT id, n AS k, startable AND $7::text IS NOT NULL AND n <= $13::int AS go FROM (
+    SELECT id, startable, count(*) FILTER (WHERE startable) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) AS n
+    FROM due) d
 ), c AS (
   UPDATE jobs j SET
     status = CASE WHEN $7::text IS NULL THEN 'queued' ELSE 'running' END,

@@ -241,7 +241,7 @@ export class DueClaimer {
   /** A claim of the run's next jobs (started at the claim as claimIds does); a short one ends it. */
   private async claimRun(p: ClaimParams, run: Run, into: ClaimRow[]): Promise<ClaimRow[]> {
     this.held = false;
-    const attemptIds = p.worker && (p.startLimit ?? 0) > 0 ? Array.from({ length: Math.min(p.limit, p.startLimit!) }, () => Bun.randomUUIDv7()) : undefined;
+    const attemptIds = attemptIdsFor(p, p.limit);
     let got: ClaimRow[];
     try {
       got = await claimDueRun(this.o.db, { ...p, tenant: run.tenant, cls: run.cls, attemptIds });
@@ -297,7 +297,7 @@ export class DueClaimer {
   /** Claims the planned jobs by id (fenced, every condition checked again; started at the claim when p.startLimit says so). */
   private async claimIds(p: ClaimParams, ids: string[], into: ClaimRow[]): Promise<void> {
     if (ids.length === 0) return;
-    const attemptIds = p.worker && (p.startLimit ?? 0) > 0 ? ids.map(() => Bun.randomUUIDv7()) : undefined;
+    const attemptIds = attemptIdsFor(p, ids.length);
     let got: ClaimRow[];
     try {
       got = await claimDueIds(this.o.db, { ...p, ids, attemptIds });
@@ -309,6 +309,12 @@ export class DueClaimer {
     }
     await this.taken(got, into);
   }
+}
+
+/** The attempt ids a claim of up to `most` jobs may open (ClaimDueIds, ClaimDueRun: the n-th started gets the n-th); none without a start. */
+function attemptIdsFor(p: ClaimParams, most: number): string[] | undefined {
+  if (!p.worker || (p.startLimit ?? 0) <= 0) return undefined;
+  return Array.from({ length: Math.min(most, p.startLimit!) }, () => Bun.randomUUIDv7());
 }
 
 const shardsOf = (f: ShardFence) => ({ list: f.shards.map((h) => h.shard), count: f.count });

@@ -37,14 +37,19 @@ export async function claimDue(db: Queryable, p: ClaimParams & { lateMs?: number
   return db.query<ClaimRow>(sql("ClaimDue"), [...claimHead(p), p.lateMs ?? 0, p.fence.region, p.fence.generation, p.fence.count]);
 }
 
-/** claimDue restricted to these job ids (candidates from the Redis index, validated here). */
 /**
- * `attemptIds`: with a start limit, one per candidate id (version 7, see 027), the ids of the
- * attempts the claim opens; the caller keeps them to give the jobs back if the reply is lost.
+ * The start at the claim (ClaimDueIds, ClaimDueRun): for a worker in this process, up to
+ * startLimit of the claimed jobs, in due order, are started with attempt ids taken from
+ * `attemptIds` (version 7, see 027): the n-th job started gets the n-th. The caller keeps the
+ * ids to give the jobs back if the reply is lost.
  */
+function startAtClaim(p: ClaimParams & { attemptIds?: string[] }): [number, string[]] {
+  const startLimit = p.worker && p.attemptIds ? Math.min(p.startLimit ?? 0, p.attemptIds.length) : 0;
+  return [startLimit, startLimit > 0 ? p.attemptIds! : []];
+}
+
+/** claimDue restricted to these job ids (candidates from the Redis index, validated here), started as startAtClaim says. */
 export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[]; attemptIds?: string[] }) {
-  const startLimit = p.worker && p.attemptIds?.length === p.ids.length ? (p.startLimit ?? 0) : 0;
-  const attemptIds = startLimit > 0 ? p.attemptIds! : [];
   return db.query<ClaimRow>(sql("ClaimDueIds"), [
     ...claimHead(p),
     p.ids,
@@ -52,18 +57,15 @@ export async function claimDueIds(db: Queryable, p: ClaimParams & { ids: string[
     p.fence.generation,
     p.fence.count,
     p.horizonMs ?? 0,
-    startLimit,
-    attemptIds,
+    ...startAtClaim(p),
   ]);
 }
 
 /**
  * claimDueIds without a discovery before it: the oldest due jobs of one tenant and priority
  * sign (`cls`: 1, 0 or -1), catch-up runs and replays left out (their rates are the planner's).
- * `attemptIds`: as for claimDueIds, at least startLimit of them; the n-th job started gets the n-th.
  */
 export async function claimDueRun(db: Queryable, p: ClaimParams & { tenant: string; cls: number; attemptIds?: string[] }) {
-  const startLimit = p.worker && p.attemptIds ? Math.min(p.startLimit ?? 0, p.attemptIds.length) : 0;
   return db.query<ClaimRow>(sql("ClaimDueRun"), [
     ...claimHead(p),
     p.tenant,
@@ -71,8 +73,7 @@ export async function claimDueRun(db: Queryable, p: ClaimParams & { tenant: stri
     p.fence.generation,
     p.fence.count,
     p.horizonMs ?? 0,
-    startLimit,
-    startLimit > 0 ? p.attemptIds! : [],
+    ...startAtClaim(p),
     p.cls,
   ]);
 }

@@ -62,6 +62,28 @@ for (const driver of DRIVERS) {
       expect(checked.map((s) => s.number)).toEqual([1]);
     });
 
+    test("attempt ids go to the started jobs in due order, whatever the order of the ids; no more start than there are attempt ids", async () => {
+      const first = await insertJob(t.db, { due_at: new Date(Date.now() - 3000) });
+      const second = await insertJob(t.db, { due_at: new Date(Date.now() - 2000) });
+      const third = await insertJob(t.db, { due_at: new Date(Date.now() - 1000) });
+      const h = await takeShards(t.db, "disp");
+      // The candidates newest first, a start limit of 3, but only two attempt ids.
+      const attemptIds = [Bun.randomUUIDv7(), Bun.randomUUIDv7()];
+      const ids = [third.id, second.id, first.id];
+      const rows = await claimDueIds(t.db, { fence: h, limit: 100, token: tokenOf(h), ttlMs: 60_000, worker: "w1", ids, attemptIds, startLimit: 3 });
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      expect(rows).toHaveLength(3);
+      expect([first, second, third].map((j) => byId.get(j.id)!.attempt_id)).toEqual([attemptIds[0], attemptIds[1], null]);
+      expect([first, second, third].map((j) => byId.get(j.id)!.calls)).toEqual([1, 1, 0]);
+      const opened = await t.db.query<{ id: string; job_id: string }>("SELECT id, job_id FROM attempts WHERE id = ANY($1::uuid[])", [attemptIds]);
+      expect(new Map(opened.map((a) => [a.id, a.job_id]))).toEqual(
+        new Map([
+          [attemptIds[0]!, first.id],
+          [attemptIds[1]!, second.id],
+        ]),
+      );
+    });
+
     test("without a start limit (or for the queue) nothing is started", async () => {
       const j = await insertJob(t.db);
       const { rows } = await claim([j.id], 0);
