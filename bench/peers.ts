@@ -23,7 +23,7 @@ import postgres from "postgres";
 import { duration, UsageError, whole } from "./lib/args.ts";
 import { describeMachine, machineCpuSeconds, packageVersion } from "./lib/machine.ts";
 import { describeServer, environmentRows, type ServerInfo } from "./lib/server.ts";
-import { keyValues, percentile, table } from "./lib/stats.ts";
+import { keyValues, percentile, quarterRates, table } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
 import { costBetween, PgCost, type Cost } from "./peers/pg-cost.ts";
 import { BullmqSystem, GraphileSystem, SchedulerSystem, type System, type SystemContext } from "./peers/systems.ts";
@@ -116,6 +116,8 @@ interface ScenarioResult extends Checks {
   perSecond?: number;
   /** herd: due instant → last first call, s. */
   drainSeconds?: number;
+  /** herd: calls/s in each quarter of its first calls (quarterRates): equal when the drain keeps one rate. */
+  herdQuarterRates?: number[];
   lagP50?: number;
   lagP99?: number;
   /** lag p99 without the first tenth of the jobs by due instant: the process past its first calls after its start. */
@@ -254,7 +256,10 @@ async function runScenario(p: {
     }
     const firsts = c.firsts.sort((a, b) => a - b);
     if (scenario === "burst" && firsts.length > 1) r.perSecond = (firsts.length / (firsts[firsts.length - 1] - firsts[0])) * 1000;
-    if (scenario === "herd" && firsts.length) r.drainSeconds = (firsts[firsts.length - 1] - dueInstant) / 1000;
+    if (scenario === "herd" && firsts.length) {
+      r.drainSeconds = (firsts[firsts.length - 1] - dueInstant) / 1000;
+      r.herdQuarterRates = quarterRates(firsts);
+    }
     if (scenario === "lag" && c.lags.length) {
       const lags = c.lags.sort((a, b) => a - b);
       r.lagP50 = percentile(lags, 50);
@@ -301,6 +306,8 @@ function costPerBurstJob(label: string, digits: number, pick: (c: Cost) => numbe
 const ROWS: Row[] = [
   { label: "burst: deliveries/s", higher: true, digits: 0, value: (r) => of(r, "burst")?.perSecond },
   { label: "herd: due → last call, s", higher: false, digits: 2, value: (r) => of(r, "herd")?.drainSeconds },
+  { label: "herd: calls/s, first quarter", higher: true, digits: 0, value: (r) => of(r, "herd")?.herdQuarterRates?.[0] },
+  { label: "herd: calls/s, last quarter", higher: true, digits: 0, value: (r) => of(r, "herd")?.herdQuarterRates?.[3] },
   { label: "lag p50, ms", higher: false, digits: 0, value: (r) => of(r, "lag")?.lagP50 },
   { label: "lag p99, ms", higher: false, digits: 0, value: (r) => of(r, "lag")?.lagP99 },
   { label: "lag p99 warm, ms", higher: false, digits: 0, value: (r) => of(r, "lag")?.lagP99Warm },
@@ -458,7 +465,8 @@ async function main(): Promise<number> {
     "",
     "(N×) = the figure / the best of the two peers' for that row; ↑ higher is better, ↓ lower is better.",
     "burst: jobs already due when the delivering process starts, N / (last first call − first call).",
-    "herd: jobs due at one instant created ahead, due instant → last first call. lag: first call − due, nearest rank;",
+    "herd: jobs due at one instant created ahead, due instant → last first call; calls/s of its first and last quarter of first calls",
+    "  (by count; equal when the herd drains at one rate). lag: first call − due, nearest rank;",
     "  warm: without the first tenth of the jobs by due instant (each system's process is new: its first calls after its start).",
     "create: the herd's jobs / the time to create them (scheduler: POST /v1/jobs/batch; graphile-worker: addJobs; BullMQ: addBulk; 1000 a call, 2 in flight).",
     "commits / job: pg_stat_database.xact_commit of the system's database, burst start → stop, / jobs;",

@@ -5,6 +5,27 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
 }
 
+/**
+ * Calls per second in each quarter of an ascending list of call instants (ms), quarters by
+ * count: the k-th quarter is the calls from index k·n/4 to (k+1)·n/4, its rate their count over
+ * the time from its first call to the first call of the next quarter (the last one: to its
+ * own last call). A drain at a constant rate has four equal figures. Fewer than 8 calls: none.
+ */
+export function quarterRates(sorted: number[]): number[] | undefined {
+  const n = sorted.length;
+  if (n < 8) return undefined;
+  const out: number[] = [];
+  for (let q = 0; q < 4; q++) {
+    const from = Math.floor((q * n) / 4);
+    const to = Math.floor(((q + 1) * n) / 4);
+    const end = q < 3 ? sorted[to]! : sorted[n - 1]!;
+    const calls = q < 3 ? to - from : to - from - 1;
+    const ms = end - sorted[from]!;
+    out.push(ms > 0 ? (calls / ms) * 1000 : Number.POSITIVE_INFINITY);
+  }
+  return out;
+}
+
 export interface CpuShare {
   /** Percent of one core over the phase (200 = two cores busy). */
   scheduler: number | null;
