@@ -16,10 +16,19 @@ const ARM_MAX_CALL_MS = 100;
  * Armed jobs per call slot at most (a slow database makes each check bring more). In one
  * process each claim is the check, and claims run one after another: with 4 a slot, a claim
  * brought ~130 jobs per ~15 ms round trip and the slots sat idle most of it (4.3k calls/s);
- * with 16 it brings what the slots call in its round trip. An armed job still waits about
- * one round trip at most: armAhead sizes the arming by what the slots call meanwhile.
+ * with 16 it brought what the slots call in one round trip, and still hit the ceiling in a
+ * burst (round trips of 10–50 ms against calls of ~1 ms). 48: the margin below fits under it.
  */
-const ARM_MAX_FACTOR = 16;
+const ARM_MAX_FACTOR = 48;
+/**
+ * Round trips' worth of calls kept armed. One round trip's worth runs dry whenever the next
+ * claim is slower than the smoothed figure or is sent late (the dispatcher sends one claim at
+ * a time, and the next only once there is room): through a burst the slots then sat with no
+ * call at all for ~20 % of the time, waiting for a claim in flight (bench/README part 15).
+ * With three, ~13 %, and 10–18 % more deliveries a second in alternated runs. An armed job
+ * waits for its slot up to about three round trips (tens of ms) with its attempt open.
+ */
+const ARM_MARGIN = 3;
 
 export class SlotSizing {
   /** Calls finished per second, smoothed: sizes the prefetch. */
@@ -62,19 +71,20 @@ export class SlotSizing {
 
   /**
    * Checked jobs kept armed beyond the free call slots while calls are short (ARM_MAX_CALL_MS):
-   * as many as the slots call during one pre-call check, at least one per slot, at most
-   * ARM_MAX_FACTOR per slot. Each check then carries the next slots' jobs while the current
-   * calls run, and a slot that frees is used at once, not after a round trip; an armed job
-   * waits for its slot about one check's round trip. With slower calls nothing is armed
-   * ahead, so an attempt is never opened long before its call.
+   * as many as the slots call during ARM_MARGIN pre-call checks, at least one per slot, at
+   * most ARM_MAX_FACTOR per slot (and never beyond the worker's room: its calls plus its
+   * prefetch). Each check then carries the next slots' jobs while the current calls run, and a
+   * slot that frees is used at once, not after a round trip; an armed job waits for its slot
+   * a few checks' round trips at most. With slower calls nothing is armed ahead, so an
+   * attempt is never opened long before its call.
    */
   armAhead(): number {
     // Reserved slots are counted over calls: an armed job of the ordinary class would take
     // the next free slot whatever its class, so with them nothing is armed ahead.
     if (this.o.reservedSlots || this.callMs === undefined || this.callMs > ARM_MAX_CALL_MS) return 0;
-    // What the slots call while one check is under way (Little's law): a check that takes as
-    // long as ten calls must bring ten slots' worth, or the slots wait for it.
-    const perCheck = Math.ceil((this.o.concurrency * (this.checkMs ?? 0)) / Math.max(1, this.callMs));
+    // What the slots call while a check is under way (Little's law), times the margin: a
+    // check that takes as long as ten calls must bring ten slots' worth, or the slots wait for it.
+    const perCheck = Math.ceil((ARM_MARGIN * this.o.concurrency * (this.checkMs ?? 0)) / Math.max(1, this.callMs));
     return Math.min(ARM_MAX_FACTOR * this.o.concurrency, Math.max(this.o.concurrency, perCheck));
   }
 

@@ -16,16 +16,16 @@ describe("SlotSizing", () => {
     expect(slow.armAhead()).toBe(0);
   });
 
-  test("armed ahead: what the slots call during one check (Little's law), at least one a slot, at most 16 a slot", () => {
+  test("armed ahead: what the slots call during three checks (Little's law, with a margin), at least one a slot, at most 48 a slot", () => {
     const s = new SlotSizing({ concurrency: 32, prefetch: 1024, reservedSlots: false });
     s.callEnded(10);
     // No check timed yet: one a slot.
     expect(s.armAhead()).toBe(32);
     s.checked(50);
-    // 32 slots × 50 ms / 10 ms a call.
-    expect(s.armAhead()).toBe(160);
+    // 3 × 32 slots × 50 ms / 10 ms a call.
+    expect(s.armAhead()).toBe(480);
     s.checked(10_000);
-    expect(s.armAhead()).toBe(16 * 32);
+    expect(s.armAhead()).toBe(48 * 32);
   });
 
   test("the prefetch is at least the concurrency and at most its ceiling", () => {
