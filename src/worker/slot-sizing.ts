@@ -88,9 +88,12 @@ export class SlotSizing {
     return Math.min(ARM_MAX_FACTOR * this.o.concurrency, Math.max(this.o.concurrency, perCheck));
   }
 
-  /** Jobs the worker keeps claimed beyond its calls: what it calls in PREFETCH_HORIZON_MS. */
+  /**
+   * Jobs the worker keeps claimed beyond its calls: what it calls in PREFETCH_HORIZON_MS, or
+   * what it arms ahead if that is more (within the ceiling either way).
+   */
   prefetchTarget(): number {
     const max = this.o.prefetch ?? 0;
-    return Math.min(max, Math.max(this.o.concurrency, Math.ceil((this.callRate * PREFETCH_HORIZON_MS) / 1000)));
+    return Math.min(max, Math.max(this.o.concurrency, Math.ceil((this.callRate * PREFETCH_HORIZON_MS) / 1000), this.armAhead()));
   }
 }

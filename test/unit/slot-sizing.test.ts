@@ -28,6 +28,19 @@ describe("SlotSizing", () => {
     expect(s.armAhead()).toBe(48 * 32);
   });
 
+  test("the prefetch follows what is armed ahead before the call rate is known, within its ceiling", () => {
+    // A fresh worker knows its calls' and checks' times after one of each, its call rate only
+    // after a 200 ms window: a burst must not run those first windows on a prefetch of 32.
+    const s = new SlotSizing({ concurrency: 32, prefetch: 512, reservedSlots: false });
+    s.callEnded(10);
+    s.checked(20);
+    // 3 × 32 slots × 20 ms / 10 ms a call.
+    expect(s.armAhead()).toBe(192);
+    expect(s.prefetchTarget()).toBe(192);
+    s.checked(10_000);
+    expect(s.prefetchTarget()).toBe(512);
+  });
+
   test("the prefetch is at least the concurrency and at most its ceiling", () => {
     expect(new SlotSizing({ concurrency: 32, prefetch: 1024, reservedSlots: false }).prefetchTarget()).toBe(32);
     expect(new SlotSizing({ concurrency: 32, prefetch: 10, reservedSlots: false }).prefetchTarget()).toBe(10);
