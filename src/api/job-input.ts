@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import { createHash } from "node:crypto";
 import { parseDuration } from "../time/duration.ts";
-import { checkTargetUrlSyntax } from "../worker/target-guard.ts";
+import { targetUrlSyntax } from "../worker/target-guard.ts";
 import type { HostLimits, Target } from "../store/types.ts";
 import { badRequest } from "./errors.ts";
 
@@ -69,8 +69,8 @@ export const TargetSchema = v.strictObject({
     v.string("must be a URL string"),
     v.maxLength(2048, "must be at most 2048 characters"),
     v.check(
-      (u) => checkTargetUrlSyntax(u) === null,
-      (i) => checkTargetUrlSyntax(String(i.input)) ?? "invalid URL",
+      (u) => targetUrlSyntax(u) === null,
+      (i) => targetUrlSyntax(String(i.input)) ?? "invalid URL",
     ),
   ),
   method: v.optional(
@@ -118,8 +118,8 @@ export const VerifySchema = v.nullable(
       v.maxLength(2048, "must be at most 2048 characters"),
       v.description('Answers GET with 200 {"processed": true} when the call with this webhook-id was processed; 404 or {"processed": false} when not.'),
       v.check(
-        (u) => checkTargetUrlSyntax(u) === null,
-        (i) => checkTargetUrlSyntax(String(i.input)) ?? "invalid URL",
+        (u) => targetUrlSyntax(u) === null,
+        (i) => targetUrlSyntax(String(i.input)) ?? "invalid URL",
       ),
     ),
   }),

@@ -1,10 +1,14 @@
 import type { AttemptRow, HostLimits, JobRow, Target } from "../store/types.ts";
+import { BoundedMap } from "../bounded-map.ts";
 import { formatDuration } from "../time/duration.ts";
 
 // 'infinity' (a held occurrence's due_at) arrives as an Invalid Date from postgres.js and
 // as the number Infinity from PGlite: both show as null.
 const iso = (d: Date | number | null) => (d instanceof Date && Number.isFinite(d.getTime()) ? d.toISOString() : null);
 const held = (d: Date | number) => !(d instanceof Date && Number.isFinite(d.getTime()));
+// A job view formats four durations, and a batch's jobs mostly share the same few values.
+const durations = new BoundedMap<number, string>(1024);
+const duration = (ms: number) => durations.getOrMake(ms, formatDuration);
 
 /**
  * The target as given. A body stored apart shows as body_ref + body_size, and also as body /
@@ -47,10 +51,10 @@ export function jobView(j: JobRow, attempts?: AttemptRow[], storedBody?: string)
     nominal_time: iso(j.nominal_time),
     target,
     priority: j.priority,
-    retry: { max_attempts: j.max_attempts, base: formatDuration(j.backoff_base_ms), max: formatDuration(j.backoff_max_ms) },
-    timeout: formatDuration(j.timeout_ms),
+    retry: { max_attempts: j.max_attempts, base: duration(j.backoff_base_ms), max: duration(j.backoff_max_ms) },
+    timeout: duration(j.timeout_ms),
     expires_at: iso(j.expires_at),
-    window: formatDuration(j.window_ms),
+    window: duration(j.window_ms),
     host_limits: hostLimitsView(j.host_limits),
     async: j.async,
     verify: j.verify_url ? { url: j.verify_url } : null,

@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { BoundedMap } from "../bounded-map.ts";
-import { checkTargetAddresses, checkTargetUrlSyntax, TargetRefusedError } from "./target-guard.ts";
+import { checkTargetAddresses, TargetRefusedError, targetUrlSyntax } from "./target-guard.ts";
 
 /**
  * How to call a target so that the connection goes to an address that was checked: the URL
@@ -23,13 +23,12 @@ const pins = new BoundedMap<string, { until: number; address?: string; refused?:
 // The same per URL, as the call is made (the pin's lifetime): a burst calls a few URLs many
 // times, and parsing and rewriting each call's URL was ~2 % of the worker's time.
 const calls = new BoundedMap<string, { until: number; call?: PinnedCall; refused?: TargetRefusedError }>(MAX_CACHED);
-const syntaxOf = new BoundedMap<string, string | null>(MAX_CACHED);
 
 /** The call's URL and pinning for a target; throws as checkTargetAddresses does. */
 export async function pinTarget(url: string, allowPrivate: boolean): Promise<PinnedCall> {
   if (allowPrivate) {
     // Nothing to resolve or pin: the syntax check only (it never changes for a URL), no extra await on the hot path.
-    const syntax = syntaxOf.getOrMake(url, checkTargetUrlSyntax);
+    const syntax = targetUrlSyntax(url);
     if (syntax !== null) throw new TargetRefusedError(syntax);
     return { url };
   }

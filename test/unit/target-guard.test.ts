@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { assertTargetAllowed, checkTargetUrlSyntax, isForbiddenAddress, TargetRefusedError } from "../../src/worker/target-guard.ts";
+import { assertTargetAllowed, checkTargetUrlSyntax, isForbiddenAddress, TargetRefusedError, targetUrlSyntax } from "../../src/worker/target-guard.ts";
 
 const allowed = [
   "8.8.8.8",
@@ -125,6 +125,21 @@ describe("checkTargetUrlSyntax", () => {
     expect(checkTargetUrlSyntax("https://user@example.com/")).toContain("credentials");
     expect(checkTargetUrlSyntax("/relative")).toContain("valid absolute URL");
     expect(checkTargetUrlSyntax("not a url")).toContain("valid absolute URL");
+  });
+});
+
+describe("targetUrlSyntax (checkTargetUrlSyntax remembered per URL)", () => {
+  const urls = [
+    "https://example.com/hook?a=1",
+    "ftp://example.com/",
+    "https://user:pass@example.com/",
+    "not a url",
+    // Past the cached length: checked each time, the same answers.
+    `https://example.com/${"a".repeat(600)}`,
+    `ftp://example.com/${"a".repeat(600)}`,
+  ];
+  test("gives checkTargetUrlSyntax's answer, the first time and again", () => {
+    for (let round = 0; round < 2; round++) for (const u of urls) expect(targetUrlSyntax(u)).toBe(checkTargetUrlSyntax(u));
   });
 });
 
