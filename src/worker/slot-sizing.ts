@@ -25,8 +25,9 @@ const ARM_MAX_FACTOR = 48;
  * claim is slower than the smoothed figure or is sent late (the dispatcher sends one claim at
  * a time, and the next only once there is room): through a burst the slots then sat with no
  * call at all for ~20 % of the time, waiting for a claim in flight (bench/README part 15).
- * With three, ~13 %, and 10–18 % more deliveries a second in alternated runs. An armed job
- * waits for its slot up to about three round trips (tens of ms) with its attempt open.
+ * With three, ~10–13 %, and 7–18 % more deliveries a second in alternated runs. An armed job
+ * waits for its slot up to about three round trips (tens of ms) with its attempt open; the
+ * worker's room (calls + prefetch) bounds how many wait so.
  */
 const ARM_MARGIN = 3;
 
