@@ -14,13 +14,18 @@
  *   no-tenant  today without jobs_tenant_id (the one index every version of every job enters)
  *   path-only  today with only the delivery path's jobs indexes (primary key, the claim's,
  *              in-flight, finished)
+ *   at-end     today, but the open attempt lives in the jobs row (its id and start, written
+ *              by the claim's version anyway) and its attempts row is inserted once, by the
+ *              completion, instead of inserted by the claim and updated by the completion
+ *   no-attempt today without any attempts row: the floor of keeping the last attempt in the
+ *              jobs row
  *
  * Experiments only: "hot" drops indexes the scheduler's other queries need. Per job: the
  * backend's CPU for the claim and for the completion (/proc/PID/stat: the server must run on
  * this machine, as `npm run bench:layout` starts it), deliveries a second of the loop, the
  * share of HOT updates of jobs and the WAL written.
  *
- *   npm run bench:layout -- [--jobs 40000] [--rounds 2] [--layouts today,hot,no-tenant,path-only]
+ *   npm run bench:layout -- [--jobs 40000] [--rounds 2] [--layouts today,hot,no-tenant,path-only,at-end,no-attempt]
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -31,7 +36,8 @@ import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
 
-const USAGE = "usage: bun bench/layout-cost.ts [--jobs N] [--rounds N] [--layouts today,hot,no-tenant,path-only]   (npm run bench:layout -- …)";
+const USAGE =
+  "usage: bun bench/layout-cost.ts [--jobs N] [--rounds N] [--layouts today,hot,no-tenant,path-only,at-end,no-attempt]   (npm run bench:layout -- …)";
 const { values } = parseArgs({ options: { jobs: { type: "string" }, rounds: { type: "string" }, layouts: { type: "string" }, help: { type: "boolean" } } });
 if (values.help) {
   console.log(USAGE);
@@ -42,7 +48,7 @@ const N = flag("jobs", values.jobs, 40_000);
 const ROUNDS = flag("rounds", values.rounds, 2);
 const CLAIM_BATCH = 200;
 const COMPLETE_BATCH = 50;
-const LAYOUTS = ["today", "hot", "no-tenant", "path-only"] as const;
+const LAYOUTS = ["today", "hot", "no-tenant", "path-only", "at-end", "no-attempt"] as const;
 type Layout = (typeof LAYOUTS)[number];
 const layouts = (values.layouts ?? LAYOUTS.join(",")).split(",").map((l) => l.trim()) as Layout[];
 for (const l of layouts)
@@ -65,6 +71,7 @@ async function shape(sql: postgres.Sql, layout: Layout): Promise<void> {
   if (layout === "path-only")
     for (const r of await sql`SELECT indexname FROM pg_indexes WHERE tablename = 'jobs' AND indexname <> ALL(${PATH_INDEXES})`)
       await sql.unsafe(`DROP INDEX ${r.indexname}`);
+  if (layout === "at-end" || layout === "no-attempt") await sql`ALTER TABLE jobs ADD COLUMN attempt_id uuid, ADD COLUMN attempt_started_at timestamptz`;
   if (layout === "hot") {
     for (const r of await sql`SELECT indexname FROM pg_indexes WHERE tablename = 'jobs' AND indexdef ILIKE '%status%'`)
       await sql.unsafe(`DROP INDEX ${r.indexname}`);
@@ -81,6 +88,11 @@ const CLAIM_END = `RETURNING j.id, j.tenant, j.status, j.due_at, j.target, j.cal
   ins AS (INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at)
     SELECT gen_random_uuid(), c.id, c.calls, c.lease_generation, c.epoch, 'w', now() FROM c)
   SELECT * FROM c`;
+// The open attempt in the jobs row: its id and start go into the claim's version.
+const CLAIM_IN_ROW = `WITH due AS (SELECT id FROM jobs WHERE status = 'scheduled' AND tenant = 'default' AND sign(priority) = 0 AND due_at <= now()
+    ORDER BY due_at LIMIT ${CLAIM_BATCH} FOR UPDATE SKIP LOCKED)
+  UPDATE jobs j SET ${CLAIM_SET}, attempt_id = gen_random_uuid(), attempt_started_at = now() FROM due WHERE j.id = due.id
+  RETURNING j.id, j.tenant, j.status, j.due_at, j.target, j.calls, j.lease_generation, j.epoch, j.attempt_id`;
 const CLAIM: Record<"today" | "hot", string> = {
   today: `WITH due AS (SELECT id FROM jobs WHERE status = 'scheduled' AND tenant = 'default' AND sign(priority) = 0 AND due_at <= now()
       ORDER BY due_at LIMIT ${CLAIM_BATCH} FOR UPDATE SKIP LOCKED),
@@ -91,6 +103,18 @@ const CLAIM: Record<"today" | "hot", string> = {
     , f AS (INSERT INTO in_flight SELECT id, now() + interval '30 s' FROM c)
   SELECT * FROM c`,
 };
+// The completion of at-end / no-attempt: the job's version, and (at-end) the attempt's only row.
+const completeInRow = (insert: boolean) => `WITH r AS (SELECT * FROM json_to_recordset($1::text::json) AS r(job_id uuid, gen int)),
+  j AS (UPDATE jobs j SET status = 'succeeded', lease_owner = NULL, lease_until = NULL, finished_at = now(), updated_at = now(), tries = j.tries + 1
+    FROM r WHERE j.id = r.job_id AND j.status || '' = 'running' AND j.lease_generation = r.gen
+    RETURNING j.id, j.attempt_id, j.calls, j.lease_generation, j.epoch, j.attempt_started_at)
+  ${
+    insert
+      ? `, a AS (INSERT INTO attempts (id, job_id, number, lease_generation, epoch, worker, started_at, finished_at, outcome, http_status)
+    SELECT j.attempt_id, j.id, j.calls, j.lease_generation, j.epoch, 'w', j.attempt_started_at, now(), 'success', 200 FROM j)`
+      : ""
+  }
+  SELECT count(*)::int AS n FROM j`;
 // The completion: a new version of each job (succeeded, lease cleared), its attempt closed.
 const complete = (hot: boolean) => `WITH r AS (SELECT * FROM json_to_recordset($1::text::json) AS r(job_id uuid, gen int)),
   j AS (UPDATE jobs j SET status = 'succeeded', lease_owner = NULL, lease_until = NULL, finished_at = now(), updated_at = now(), tries = j.tries + 1
@@ -136,8 +160,10 @@ async function round(layout: Layout): Promise<Result> {
     const [u0] = await sql<
       { upd: string; hot: string }[]
     >`SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_user_tables WHERE relname = 'jobs'`;
-    const claimSql = layout === "hot" ? CLAIM.hot : CLAIM.today;
-    const completeSql = complete(layout === "hot");
+    const inRow = layout === "at-end" || layout === "no-attempt";
+    if (layout === "at-end") await sql`ALTER TABLE attempts SET (fillfactor = 100)`;
+    const claimSql = layout === "hot" ? CLAIM.hot : inRow ? CLAIM_IN_ROW : CLAIM.today;
+    const completeSql = inRow ? completeInRow(layout === "at-end") : complete(layout === "hot");
     let claimUs = 0;
     let completeUs = 0;
     let delivered = 0;
