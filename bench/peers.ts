@@ -13,6 +13,7 @@
  *
  *   npm run bench:peers                 # 20,000 / 50,000 / 2,000 jobs, durable PostgreSQL
  *   npm run bench:peers -- --quick      # 2,000 / 5,000 / 500
+ *   npm run bench:peers -- --rounds 3   # each system three times, alternated: medians
  */
 import { rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,6 +27,7 @@ import { describeServer, environmentRows, type ServerInfo } from "./lib/server.t
 import { keyValues, percentile, quarterRates, table } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
 import { costBetween, PgCost, type Cost } from "./peers/pg-cost.ts";
+import { acrossRounds, roundOrder } from "./peers/rounds.ts";
 import { BullmqSystem, GraphileSystem, SchedulerSystem, type System, type SystemContext } from "./peers/systems.ts";
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
@@ -40,6 +42,8 @@ const USAGE = `usage: bun bench/peers.ts [options]     (npm run bench:peers -- [
   --concurrency N    calls in flight, every system (32)
   --systems LIST     which to run, comma-separated: scheduler,graphile-worker,bullmq (all)
   --timeout DUR      per scenario, from its first due instant (300s)
+  --rounds N         run every system N times, alternated (1): the table shows medians, and
+                     each ratio is the median of the ratios to the best peer of the same round
   --json FILE        also write every figure as JSON
   --fast             (to npm run bench:peers) PostgreSQL without fsync: NOT production figures
 
@@ -54,6 +58,7 @@ interface Args {
   concurrency: number;
   systems: string[];
   timeoutMs: number;
+  rounds: number;
   quick: boolean;
   json?: string;
 }
@@ -74,6 +79,7 @@ function parse(argv: string[]): Args | undefined {
         concurrency: { type: "string" },
         systems: { type: "string" },
         timeout: { type: "string" },
+        rounds: { type: "string" },
         json: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
@@ -97,6 +103,7 @@ function parse(argv: string[]): Args | undefined {
     concurrency: values.concurrency ? whole("concurrency", values.concurrency, 1, 10_000) : 32,
     systems,
     timeoutMs: values.timeout ? duration("timeout", values.timeout) : 300_000,
+    rounds: values.rounds ? whole("rounds", values.rounds, 1, 20) : 1,
     json: values.json,
   };
 }
@@ -201,7 +208,7 @@ async function runScenario(p: {
     let before;
     let dueInstant = 0;
     if (scenario === "burst") {
-      created = await sys.create(new Array(n).fill(Date.now()), scenario);
+      created = await sys.create(new Array(n).fill(Date.now()), `${scenario}-${phase}`);
       target.expect(phase, created.due.keys());
       if (p.cost && sys.database) {
         if (!(await p.cost.quiet(sys.database))) say(`peers: ${sys.name}: connections still open before the burst; its counts may be off`);
@@ -216,7 +223,7 @@ async function runScenario(p: {
       const first = Date.now() + leadMs(n);
       const dues = scenario === "herd" ? new Array(n).fill(first) : Array.from({ length: n }, (_, i) => first + Math.floor((i * args.spreadMs) / n));
       dueInstant = first;
-      created = await sys.create(dues, scenario);
+      created = await sys.create(dues, `${scenario}-${phase}`);
       target.expect(phase, created.due.keys());
     }
     say(`peers: ${sys.name} ${scenario}: ${n} jobs created in ${created.seconds.toFixed(2)} s`);
@@ -337,29 +344,50 @@ const ROWS: Row[] = [
   },
 ];
 
-function comparison(results: Map<string, ScenarioResult[]>): string {
-  const names = [...results.keys()];
+/** The figures of every round (one map per round: system → its scenarios), medians over rounds. */
+function comparison(rounds: Map<string, ScenarioResult[]>[], names: string[]): string {
   const peers = names.filter((n) => n !== "scheduler");
   const rows = ROWS.map((row) => {
-    const values = names.map((n) => row.value(results.get(n)!));
-    const peerValues = peers.map((n) => row.value(results.get(n)!)).filter((v): v is number => v !== undefined && Number.isFinite(v) && v > 0);
-    const best = peerValues.length ? (row.higher ? Math.max(...peerValues) : Math.min(...peerValues)) : undefined;
+    const cells = acrossRounds(
+      rounds.map((results) => new Map(names.map((n) => [n, row.value(results.get(n)!)]))),
+      names,
+      peers,
+      row.higher,
+    );
     return [
       row.label + (row.higher ? " ↑" : " ↓"),
-      ...values.map((v) => {
-        if (v === undefined || !Number.isFinite(v)) return "-";
-        const ratio = best ? ` (${(v / best).toFixed(2)}×)` : "";
-        return `${v.toFixed(row.digits)}${ratio}`;
+      ...names.map((n) => {
+        const { value, ratio } = cells.get(n)!;
+        if (value === undefined) return "-";
+        return `${value.toFixed(row.digits)}${ratio === undefined ? "" : ` (${ratio.toFixed(2)}×)`}`;
       }),
     ];
   });
-  const checksRow = (label: string, f: (r: ScenarioResult) => number) => [label, ...names.map((n) => String(results.get(n)!.reduce((s, r) => s + f(r), 0)))];
+  const checksRow = (label: string, f: (r: ScenarioResult) => number) => [
+    label,
+    ...names.map((n) => String(rounds.reduce((s, results) => s + results.get(n)!.reduce((t, r) => t + f(r), 0), 0))),
+  ];
   rows.push(
     checksRow("missing (all scenarios)", (r) => r.missing),
     checksRow("duplicate calls", (r) => r.duplicates),
     checksRow("early calls", (r) => r.early),
   );
   return table(["figure", ...names], rows);
+}
+
+/** Each round's burst and herd, system by system, in the order they ran: how far the box moved between rounds. */
+function roundsTable(rounds: Map<string, ScenarioResult[]>[], orders: string[][], names: string[]): string {
+  return table(
+    ["round", "order", ...names.flatMap((n) => [`${n} burst/s`, `${n} herd s`])],
+    rounds.map((results, i) => [
+      String(i + 1),
+      orders[i]!.join(" → "),
+      ...names.flatMap((n) => {
+        const rs = results.get(n)!;
+        return [of(rs, "burst")?.perSecond?.toFixed(0) ?? "-", of(rs, "herd")?.drainSeconds?.toFixed(2) ?? "-"];
+      }),
+    ]),
+  );
 }
 
 async function main(): Promise<number> {
@@ -412,26 +440,35 @@ async function main(): Promise<number> {
   if (!server.durable) say("peers: WARNING the server is not durable (fsync/synchronous_commit off): these are not production figures");
   if (!statements) say("peers: pg_stat_statements is not available; statements per job will be missing");
 
-  const results = new Map<string, ScenarioResult[]>();
+  const rounds: Map<string, ScenarioResult[]>[] = [];
+  const orders: string[][] = [];
   const problems: string[] = [];
   let phase = 0;
   try {
-    for (const sys of systems) {
-      current = sys;
-      const rs: ScenarioResult[] = [];
-      for (const [scenario, n] of [
-        ["burst", args.burst],
-        ["herd", args.herd],
-        ["lag", args.lag],
-      ] as const) {
-        const r = await runScenario({ sys, scenario, n, args, target, phase: phase++, cost, statements });
-        rs.push(r);
-        if (r.missing) problems.push(`${sys.name} ${scenario}: ${r.missing} jobs never called`);
-        if (r.duplicates) problems.push(`${sys.name} ${scenario}: ${r.duplicates} repeated calls`);
-        if (r.early) problems.push(`${sys.name} ${scenario}: ${r.early} calls before the due time`);
-        if (r.exitCode !== 0) problems.push(`${sys.name} ${scenario}: its process exited with code ${r.exitCode} on SIGTERM`);
+    for (let round = 0; round < args.rounds; round++) {
+      const results = new Map<string, ScenarioResult[]>();
+      const order = roundOrder(systems, round);
+      orders.push(order.map((s) => s.name));
+      rounds.push(results);
+      if (args.rounds > 1) say(`peers: round ${round + 1} of ${args.rounds}: ${order.map((s) => s.name).join(", ")}`);
+      for (const sys of order) {
+        current = sys;
+        const rs: ScenarioResult[] = [];
+        for (const [scenario, n] of [
+          ["burst", args.burst],
+          ["herd", args.herd],
+          ["lag", args.lag],
+        ] as const) {
+          const r = await runScenario({ sys, scenario, n, args, target, phase: phase++, cost, statements });
+          rs.push(r);
+          const what = `${sys.name} ${scenario}${args.rounds > 1 ? ` (round ${round + 1})` : ""}`;
+          if (r.missing) problems.push(`${what}: ${r.missing} jobs never called`);
+          if (r.duplicates) problems.push(`${what}: ${r.duplicates} repeated calls`);
+          if (r.early) problems.push(`${what}: ${r.early} calls before the due time`);
+          if (r.exitCode !== 0) problems.push(`${what}: its process exited with code ${r.exitCode} on SIGTERM`);
+        }
+        results.set(sys.name, rs);
       }
-      results.set(sys.name, rs);
     }
   } catch (err) {
     say(`peers: FAILED: ${(err as Error).stack ?? err}`);
@@ -457,13 +494,19 @@ async function main(): Promise<number> {
     `postgres.js ${packageVersion("postgres")}, graphile-worker ${packageVersion("graphile-worker")} (pg ${packageVersion("pg")}), BullMQ ${packageVersion("bullmq")} (Bun RedisClient)`,
   );
 
+  const names = systems.map((s) => s.name);
+  // The statements and extras below are the last round's.
+  const results = rounds[rounds.length - 1]!;
   const out: string[] = [
     "",
-    `peers: ${args.burst} burst / ${args.herd} herd / ${args.lag} lag jobs (over ${args.spreadMs / 1000} s), ${args.concurrency} calls in flight each, one loopback Bun target answering 200${args.quick ? " (--quick)" : ""}`,
+    `peers: ${args.burst} burst / ${args.herd} herd / ${args.lag} lag jobs (over ${args.spreadMs / 1000} s), ${args.concurrency} calls in flight each, one loopback Bun target answering 200${args.quick ? " (--quick)" : ""}${args.rounds > 1 ? `, ${args.rounds} rounds alternated` : ""}`,
     "",
-    comparison(results),
+    comparison(rounds, names),
     "",
-    "(N×) = the figure / the best of the two peers' for that row; ↑ higher is better, ↓ lower is better.",
+    ...(args.rounds > 1 ? [roundsTable(rounds, orders, names), ""] : []),
+    args.rounds > 1
+      ? `Figures: the median of ${args.rounds} rounds (missing, duplicate, early: the sum). (N×) = the median of each round's figure / the best peer's of that round; ↑ higher is better, ↓ lower is better.`
+      : "(N×) = the figure / the best of the two peers' for that row; ↑ higher is better, ↓ lower is better.",
     "burst: jobs already due when the delivering process starts, N / (last first call − first call).",
     "herd: jobs due at one instant created ahead, due instant → last first call; calls/s of its first and last quarter of first calls",
     "  (by count; equal when the herd drains at one rate). lag: first call − due, nearest rank;",
@@ -475,6 +518,7 @@ async function main(): Promise<number> {
     "CPU µs / job: user + system time of the delivering process (/proc/PID/stat), and busy time of the whole machine (/proc/stat: the database, the target and this bench too), first call → last, / the jobs delivered in that span (10 ms ticks).",
     "",
   ];
+  if (args.rounds > 1) out.push(`Statements and extras: round ${args.rounds}'s.`);
   for (const [name, rs] of results) {
     const b = of(rs, "burst");
     const h = of(rs, "herd");
@@ -505,8 +549,15 @@ async function main(): Promise<number> {
     "",
     keyValues([...environmentRows(machine, server), ["redis", redisVersion]]),
     "",
-    ...[...results].flatMap(([name, rs]) =>
-      rs.filter((r) => r.late > 0).map((r) => `WARNING ${name} ${r.scenario}: ${r.late} jobs created after their due time (their lag includes creation)`),
+    ...rounds.flatMap((rr, i) =>
+      [...rr].flatMap(([name, rs]) =>
+        rs
+          .filter((r) => r.late > 0)
+          .map(
+            (r) =>
+              `WARNING ${name} ${r.scenario}${args.rounds > 1 ? ` (round ${i + 1})` : ""}: ${r.late} jobs created after their due time (their lag includes creation)`,
+          ),
+      ),
     ),
     problems.length === 0 ? "OK: every system called every job exactly once, none before its due time" : `FAILED:\n${problems.map((x) => `  ${x}`).join("\n")}`,
   );
@@ -514,7 +565,7 @@ async function main(): Promise<number> {
   if (args.json) {
     writeFileSync(
       args.json,
-      `${JSON.stringify({ when: new Date().toISOString(), args, server, machine, results: Object.fromEntries(results), problems }, null, 2)}\n`,
+      `${JSON.stringify({ when: new Date().toISOString(), args, server, machine, results: Object.fromEntries(results), rounds: rounds.map((r) => Object.fromEntries(r)), problems }, null, 2)}\n`,
     );
     say(`peers: figures written to ${args.json}`);
   }
