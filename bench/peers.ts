@@ -9,7 +9,7 @@
  *
  * plus, from the burst, the commits and statements PostgreSQL ran per delivered job and the
  * peak memory of each system's process set. Every figure is printed with its ratio to the best
- * of the two peers. See bench/README.md.
+ * of the two peers (graphile-worker, BullMQ), beside the design's own minimal loop (its floor). See bench/README.md.
  *
  *   npm run bench:peers                 # 20,000 / 50,000 / 2,000 jobs, durable PostgreSQL
  *   npm run bench:peers -- --quick      # 2,000 / 5,000 / 500
@@ -28,7 +28,7 @@ import { keyValues, percentile, quarterRates, table } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
 import { costBetween, PgCost, type Cost } from "./peers/pg-cost.ts";
 import { acrossRounds, roundOrder } from "./peers/rounds.ts";
-import { BullmqSystem, GraphileSystem, SchedulerSystem, type System, type SystemContext } from "./peers/systems.ts";
+import { BullmqSystem, DesignFloorSystem, GraphileSystem, SchedulerSystem, type System, type SystemContext } from "./peers/systems.ts";
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -40,7 +40,8 @@ const USAGE = `usage: bun bench/peers.ts [options]     (npm run bench:peers -- [
   --lag N            jobs due evenly over --spread (2000)
   --spread DUR       the lag scenario's spread (10s)
   --concurrency N    calls in flight, every system (32)
-  --systems LIST     which to run, comma-separated: scheduler,graphile-worker,bullmq (all)
+  --systems LIST     which to run, comma-separated: scheduler,graphile-worker,bullmq,design-floor
+                     (all); design-floor is the design's minimal loop, not a peer: the bound
   --timeout DUR      per scenario, from its first due instant (300s)
   --rounds N         run every system N times, alternated (1): the table shows medians, and
                      each ratio is the median of the ratios to the best peer of the same round
@@ -63,7 +64,9 @@ interface Args {
   json?: string;
 }
 
-const ALL = ["scheduler", "graphile-worker", "bullmq"];
+const ALL = ["scheduler", "graphile-worker", "bullmq", "design-floor"];
+/** Not a peer: the design's own minimal loop (bench/peers/design-floor.ts), the bound of what the scheduler can reach. */
+const FLOOR = "design-floor";
 
 function parse(argv: string[]): Args | undefined {
   let values;
@@ -346,7 +349,7 @@ const ROWS: Row[] = [
 
 /** The figures of every round (one map per round: system → its scenarios), medians over rounds. */
 function comparison(rounds: Map<string, ScenarioResult[]>[], names: string[]): string {
-  const peers = names.filter((n) => n !== "scheduler");
+  const peers = names.filter((n) => n !== "scheduler" && n !== FLOOR);
   const rows = ROWS.map((row) => {
     const cells = acrossRounds(
       rounds.map((results) => new Map(names.map((n) => [n, row.value(results.get(n)!)]))),
@@ -420,6 +423,7 @@ async function main(): Promise<number> {
     if (s === "scheduler") systems.push(new SchedulerSystem(ctx));
     if (s === "graphile-worker") systems.push(new GraphileSystem(ctx));
     if (s === "bullmq") systems.push(new BullmqSystem(ctx));
+    if (s === FLOOR) systems.push(new DesignFloorSystem(ctx));
   }
   let current: System | undefined;
   const onSignal = () => {
@@ -506,12 +510,16 @@ async function main(): Promise<number> {
     ...(args.rounds > 1 ? [roundsTable(rounds, orders, names), ""] : []),
     args.rounds > 1
       ? `Figures: the median of ${args.rounds} rounds (missing, duplicate, early: the sum). (N×) = the median of each round's figure / the best peer's of that round; ↑ higher is better, ↓ lower is better.`
-      : "(N×) = the figure / the best of the two peers' for that row; ↑ higher is better, ↓ lower is better.",
+      : "(N×) = the figure / the best peer's (graphile-worker, BullMQ) for that row; ↑ higher is better, ↓ lower is better.",
     "burst: jobs already due when the delivering process starts, N / (last first call − first call).",
     "herd: jobs due at one instant created ahead, due instant → last first call; calls/s of its first and last quarter of first calls",
     "  (by count; equal when the herd drains at one rate). lag: first call − due, nearest rank;",
     "  warm: without the first tenth of the jobs by due instant (each system's process is new: its first calls after its start).",
-    "create: the herd's jobs / the time to create them (scheduler: POST /v1/jobs/batch; graphile-worker: addJobs; BullMQ: addBulk; 1000 a call, 2 in flight).",
+    "create: the herd's jobs / the time to create them (scheduler: POST /v1/jobs/batch; graphile-worker: addJobs; BullMQ: addBulk;",
+    "  design-floor: one INSERT of plain SQL; 1000 a call, 2 in flight).",
+    "design-floor: not a peer (no ratio is taken to it) but the design's minimal loop (bench/peers/design-floor.ts: a SKIP LOCKED",
+    "  claim of 500, the call, a completion of 200; no fence, pre-call check, attempt log, signature or API): what no implementation",
+    "  of the design can beat on this server in this run.",
     "commits / job: pg_stat_database.xact_commit of the system's database, burst start → stop, / jobs;",
     "statements / job: pg_stat_statements calls (top level, without BEGIN/COMMIT) over the same span. peak RSS: VmHWM of the delivering process.",
     "WAL bytes, full-page images / job: pg_stat_wal of the whole server over the same span (one system runs at a time).",

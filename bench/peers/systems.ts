@@ -9,6 +9,7 @@ import type { Subprocess } from "bun";
 import { RedisClient } from "bun";
 import { createBunRedisClient, Queue } from "bullmq";
 import { makeWorkerUtils, type WorkerUtils } from "graphile-worker";
+import postgres from "postgres";
 import { createDatabase, dropDatabase } from "../../test/helpers/db.ts";
 import { createJobs } from "../lib/create-jobs.ts";
 import { procCpuSeconds, procMemoryBytes, SchedulerProcess } from "../lib/scheduler-process.ts";
@@ -199,12 +200,43 @@ export class SchedulerSystem implements System {
   }
 }
 
-export class GraphileSystem implements System {
+/** What every peer delivering from its own process (bench/peers/NAME.ts) shares: liveness, memory, CPU, stop. */
+abstract class ProcessPeer {
+  abstract readonly name: string;
+  protected proc?: PeerProcess;
+
+  assertAlive(): void {
+    this.proc?.assertAlive(this.name);
+  }
+
+  peakRss(): number | undefined {
+    return this.proc ? procMemoryBytes(this.proc.proc.pid, "VmHWM") : undefined;
+  }
+
+  cpuSeconds(): number | undefined {
+    return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
+  }
+
+  async stop(): Promise<number> {
+    const p = this.proc;
+    this.proc = undefined;
+    return p ? p.stop() : 0;
+  }
+
+  /** Kills a process still running (a failed scenario). */
+  protected kill(): void {
+    if (this.proc) this.proc.proc.kill("SIGKILL");
+    this.proc = undefined;
+  }
+}
+
+export class GraphileSystem extends ProcessPeer implements System {
   readonly name = "graphile-worker";
   private url?: string;
-  private proc?: PeerProcess;
   private scenario = "";
-  constructor(private readonly ctx: SystemContext) {}
+  constructor(private readonly ctx: SystemContext) {
+    super();
+  }
 
   get database(): string | undefined {
     return this.url ? new URL(this.url).pathname.slice(1) : undefined;
@@ -250,27 +282,10 @@ export class GraphileSystem implements System {
     );
   }
 
-  assertAlive(): void {
-    this.proc?.assertAlive(this.name);
-  }
 
-  peakRss(): number | undefined {
-    return this.proc ? procMemoryBytes(this.proc.proc.pid, "VmHWM") : undefined;
-  }
-
-  cpuSeconds(): number | undefined {
-    return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
-  }
-
-  async stop(): Promise<number> {
-    const p = this.proc;
-    this.proc = undefined;
-    return p ? p.stop() : 0;
-  }
 
   async teardown(): Promise<void> {
-    if (this.proc) this.proc.proc.kill("SIGKILL");
-    this.proc = undefined;
+    this.kill();
     if (this.url) await dropDatabase(this.url).catch(() => {});
     this.url = undefined;
   }
@@ -282,15 +297,15 @@ async function redisInfo(client: RedisClient, section: string, field: string): P
   return new RegExp(`^${field}:(.*)$`, "m").exec(text)?.[1]?.trim();
 }
 
-export class BullmqSystem implements System {
+export class BullmqSystem extends ProcessPeer implements System {
   readonly name = "BullMQ";
   readonly database = undefined;
   private queueName = "";
-  private proc?: PeerProcess;
   private admin?: RedisClient;
   private commandsAtStart = 0;
   private created = 0;
   constructor(private readonly ctx: SystemContext) {
+    super();
     if (!ctx.redisUrl) throw new Error("BullMQ needs Redis: set REDIS_URL or TEST_REDIS_URL (npm run bench:peers starts one)");
   }
 
@@ -337,17 +352,6 @@ export class BullmqSystem implements System {
     );
   }
 
-  assertAlive(): void {
-    this.proc?.assertAlive(this.name);
-  }
-
-  peakRss(): number | undefined {
-    return this.proc ? procMemoryBytes(this.proc.proc.pid, "VmHWM") : undefined;
-  }
-
-  cpuSeconds(): number | undefined {
-    return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
-  }
 
   /** Redis's own peak RSS (it serves only BullMQ in this bench) and the commands it ran per created job, start to stop. */
   async extra(): Promise<Record<string, number>> {
@@ -357,15 +361,9 @@ export class BullmqSystem implements System {
     return { redis_commands_per_job: this.created ? commands / this.created : NaN, redis_peak_rss_mib: rss === undefined ? NaN : rss / 2 ** 20 };
   }
 
-  async stop(): Promise<number> {
-    const p = this.proc;
-    this.proc = undefined;
-    return p ? p.stop() : 0;
-  }
 
   async teardown(): Promise<void> {
-    if (this.proc) this.proc.proc.kill("SIGKILL");
-    this.proc = undefined;
+    this.kill();
     if (this.admin && this.queueName) {
       // Only this scenario's keys: never FLUSHALL a server that may be someone's.
       let cursor = "0";
@@ -379,5 +377,68 @@ export class BullmqSystem implements System {
 
   close(): void {
     this.admin?.close();
+  }
+}
+
+/**
+ * The design's floor (bench/peers/design-floor.ts): the issue's minimal loop in its own process,
+ * on a table of its own in a fresh database. Not a peer: its column shows what no
+ * implementation of the design can beat in the same run, and its ratio is to the best peer.
+ */
+export class DesignFloorSystem extends ProcessPeer implements System {
+  readonly name = "design-floor";
+  private url?: string;
+  private scenario = "";
+  constructor(private readonly ctx: SystemContext) {
+    super();
+  }
+
+  get database(): string | undefined {
+    return this.url ? new URL(this.url).pathname.slice(1) : undefined;
+  }
+
+  async setup(scenario: string): Promise<void> {
+    this.scenario = scenario;
+    this.url = await createDatabase();
+    const sql = postgres(this.url, { max: 1, onnotice: () => {} });
+    try {
+      await sql`CREATE TABLE floor_jobs (id bigserial PRIMARY KEY, status text NOT NULL, due_at timestamptz NOT NULL,
+        lease_owner text, lease_generation int NOT NULL DEFAULT 0, lease_until timestamptz, attempts int NOT NULL DEFAULT 0,
+        body jsonb NOT NULL, finished_at timestamptz)`;
+      await sql`CREATE INDEX floor_jobs_scheduled_due ON floor_jobs (due_at, id) WHERE status = 'scheduled'`;
+    } finally {
+      await sql.end();
+    }
+  }
+
+  async create(dues: number[], tag: string): Promise<Created> {
+    const jobs = keyed(`df-${this.scenario}-${tag}`, dues);
+    const sql = postgres(this.url!, { max: 2, onnotice: () => {} });
+    const started = Date.now();
+    try {
+      await inChunks(jobs, 1000, 2, async (chunk) => {
+        await sql`INSERT INTO floor_jobs (status, due_at, body)
+          SELECT 'scheduled', to_timestamp(j.due / 1000.0), jsonb_build_object('k', j.k, 'due', j.due)
+          FROM json_to_recordset(${JSON.stringify(chunk)}::text::json) AS j(k text, due float8)`;
+      });
+    } finally {
+      await sql.end();
+    }
+    const due = new Map(jobs.map((j) => [j.k, j.due]));
+    return { due, seconds: (Date.now() - started) / 1000, late: this.proc ? lateOf(due, Date.now()) : 0 };
+  }
+
+  async start(): Promise<void> {
+    this.proc = await PeerProcess.start(
+      "design-floor.ts",
+      { DATABASE_URL: this.url!, PEER_TARGET_URL: this.ctx.targetUrl, PEER_CONCURRENCY: String(this.ctx.concurrency) },
+      this.ctx.logFile,
+    );
+  }
+
+  async teardown(): Promise<void> {
+    this.kill();
+    if (this.url) await dropDatabase(this.url).catch(() => {});
+    this.url = undefined;
   }
 }
