@@ -282,8 +282,6 @@ export class GraphileSystem extends ProcessPeer implements System {
     );
   }
 
-
-
   async teardown(): Promise<void> {
     this.kill();
     if (this.url) await dropDatabase(this.url).catch(() => {});
@@ -352,7 +350,6 @@ export class BullmqSystem extends ProcessPeer implements System {
     );
   }
 
-
   /** Redis's own peak RSS (it serves only BullMQ in this bench) and the commands it ran per created job, start to stop. */
   async extra(): Promise<Record<string, number>> {
     const commands = Number((await redisInfo(this.admin!, "stats", "total_commands_processed")) ?? 0) - this.commandsAtStart;
@@ -360,7 +357,6 @@ export class BullmqSystem extends ProcessPeer implements System {
     const rss = procMemoryBytes(pid, "VmHWM");
     return { redis_commands_per_job: this.created ? commands / this.created : NaN, redis_peak_rss_mib: rss === undefined ? NaN : rss / 2 ** 20 };
   }
-
 
   async teardown(): Promise<void> {
     this.kill();
