@@ -230,11 +230,11 @@ abstract class ProcessPeer {
   }
 }
 
-export class GraphileSystem extends ProcessPeer implements System {
-  readonly name = "graphile-worker";
-  private url?: string;
-  private scenario = "";
-  constructor(private readonly ctx: SystemContext) {
+/** A process peer that keeps its jobs in PostgreSQL: a fresh database each scenario, dropped after it. */
+abstract class DatabasePeer extends ProcessPeer {
+  protected url?: string;
+  protected scenario = "";
+  constructor(protected readonly ctx: SystemContext) {
     super();
   }
 
@@ -242,9 +242,24 @@ export class GraphileSystem extends ProcessPeer implements System {
     return this.url ? new URL(this.url).pathname.slice(1) : undefined;
   }
 
-  async setup(scenario: string): Promise<void> {
+  protected async freshDatabase(scenario: string): Promise<string> {
     this.scenario = scenario;
     this.url = await createDatabase();
+    return this.url;
+  }
+
+  async teardown(): Promise<void> {
+    this.kill();
+    if (this.url) await dropDatabase(this.url).catch(() => {});
+    this.url = undefined;
+  }
+}
+
+export class GraphileSystem extends DatabasePeer implements System {
+  readonly name = "graphile-worker";
+
+  async setup(scenario: string): Promise<void> {
+    await this.freshDatabase(scenario);
     const utils = await makeWorkerUtils({ connectionString: this.url });
     try {
       await utils.migrate();
@@ -280,12 +295,6 @@ export class GraphileSystem extends ProcessPeer implements System {
       },
       this.ctx.logFile,
     );
-  }
-
-  async teardown(): Promise<void> {
-    this.kill();
-    if (this.url) await dropDatabase(this.url).catch(() => {});
-    this.url = undefined;
   }
 }
 
@@ -381,22 +390,11 @@ export class BullmqSystem extends ProcessPeer implements System {
  * on a table of its own in a fresh database. Not a peer: its column shows what no
  * implementation of the design can beat in the same run, and its ratio is to the best peer.
  */
-export class DesignFloorSystem extends ProcessPeer implements System {
+export class DesignFloorSystem extends DatabasePeer implements System {
   readonly name = "design-floor";
-  private url?: string;
-  private scenario = "";
-  constructor(private readonly ctx: SystemContext) {
-    super();
-  }
-
-  get database(): string | undefined {
-    return this.url ? new URL(this.url).pathname.slice(1) : undefined;
-  }
 
   async setup(scenario: string): Promise<void> {
-    this.scenario = scenario;
-    this.url = await createDatabase();
-    const sql = postgres(this.url, { max: 1, onnotice: () => {} });
+    const sql = postgres(await this.freshDatabase(scenario), { max: 1, onnotice: () => {} });
     try {
       await sql`CREATE TABLE floor_jobs (id bigserial PRIMARY KEY, status text NOT NULL, due_at timestamptz NOT NULL,
         lease_owner text, lease_generation int NOT NULL DEFAULT 0, lease_until timestamptz, attempts int NOT NULL DEFAULT 0,
@@ -430,11 +428,5 @@ export class DesignFloorSystem extends ProcessPeer implements System {
       { DATABASE_URL: this.url!, PEER_TARGET_URL: this.ctx.targetUrl, PEER_CONCURRENCY: String(this.ctx.concurrency) },
       this.ctx.logFile,
     );
-  }
-
-  async teardown(): Promise<void> {
-    this.kill();
-    if (this.url) await dropDatabase(this.url).catch(() => {});
-    this.url = undefined;
   }
 }
