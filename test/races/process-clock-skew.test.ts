@@ -77,14 +77,15 @@ for (const offset of [-20_000, 20_000]) {
       const scheduled = async () => {
         const s = await api(proc.url, "POST", "/v1/schedules", { id: `every2-${tag}`, cron: "*/2 * * * * *", target: { url: `${target.url}/every2-${tag}` } });
         expect(s.status).toBe(201);
-        const [sr] = await t.db.query<any>("SELECT created_at, next_fire_at FROM schedules WHERE id = $1", [`every2-${tag}`]);
-        // The first fire is the rule's first instant after the database's now.
-        const first = sr.next_fire_at.getTime() - sr.created_at.getTime();
-        expect(first).toBeGreaterThan(0);
-        expect(first).toBeLessThanOrEqual(2000);
+        const [sr] = await t.db.query<any>("SELECT created_at FROM schedules WHERE id = $1", [`every2-${tag}`]);
         const call = await callTo(`/every2-${tag}`);
         const [j] = await t.db.query<any>("SELECT * FROM jobs WHERE schedule_id = $1 ORDER BY nominal_time LIMIT 1", [`every2-${tag}`]);
-        expect(j.nominal_time.getTime()).toBe(sr.next_fire_at.getTime());
+        // The first fire is the rule's first instant after the database's now. Read from the
+        // first occurrence, not from next_fire_at: on a loaded machine the generator may have
+        // fired it and moved next_fire_at on before the schedule row is read (seen: 2,066 ms).
+        const first = j.nominal_time.getTime() - sr.created_at.getTime();
+        expect(first).toBeGreaterThan(0);
+        expect(first).toBeLessThanOrEqual(2000);
         expect(call.headers["webhook-id"]).toBe(j.id);
         expect(call.headers["scheduler-catchup"]).toBeUndefined();
         return { due: j.due_at.getTime(), call };
