@@ -28,7 +28,7 @@ import { keyValues, percentile, quarterRates, table } from "./lib/stats.ts";
 import { RecordingTarget } from "./lib/target.ts";
 import { costBetween, PgCost, type Cost } from "./peers/pg-cost.ts";
 import { acrossRounds, roundOrder } from "./peers/rounds.ts";
-import { BullmqSystem, DesignFloorSystem, GraphileSystem, SchedulerSystem, type System, type SystemContext } from "./peers/systems.ts";
+import { BullmqSystem, DESIGN_FLOOR, DesignFloorSystem, GraphileSystem, SchedulerSystem, type System, type SystemContext } from "./peers/systems.ts";
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -64,9 +64,8 @@ interface Args {
   json?: string;
 }
 
-const ALL = ["scheduler", "graphile-worker", "bullmq", "design-floor"];
-/** Not a peer: the design's own minimal loop (bench/peers/design-floor.ts), the bound of what the scheduler can reach. */
-const FLOOR = "design-floor";
+/** design-floor is no peer: the design's own minimal loop (bench/peers/design-floor.ts), the bound of what the scheduler can reach. */
+const ALL = ["scheduler", "graphile-worker", "bullmq", DESIGN_FLOOR];
 
 function parse(argv: string[]): Args | undefined {
   let values;
@@ -349,7 +348,7 @@ const ROWS: Row[] = [
 
 /** The figures of every round (one map per round: system → its scenarios), medians over rounds. */
 function comparison(rounds: Map<string, ScenarioResult[]>[], names: string[]): string {
-  const peers = names.filter((n) => n !== "scheduler" && n !== FLOOR);
+  const peers = names.filter((n) => n !== "scheduler" && n !== DESIGN_FLOOR);
   const rows = ROWS.map((row) => {
     const cells = acrossRounds(
       rounds.map((results) => new Map(names.map((n) => [n, row.value(results.get(n)!)]))),
@@ -423,7 +422,7 @@ async function main(): Promise<number> {
     if (s === "scheduler") systems.push(new SchedulerSystem(ctx));
     if (s === "graphile-worker") systems.push(new GraphileSystem(ctx));
     if (s === "bullmq") systems.push(new BullmqSystem(ctx));
-    if (s === FLOOR) systems.push(new DesignFloorSystem(ctx));
+    if (s === DESIGN_FLOOR) systems.push(new DesignFloorSystem(ctx));
   }
   let current: System | undefined;
   const onSignal = () => {

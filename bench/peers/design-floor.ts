@@ -31,7 +31,6 @@ interface Claimed {
 }
 const queue: Claimed[] = [];
 const done: string[] = [];
-let inFlight = 0;
 let stopping = false;
 let flushing: Promise<void> = Promise.resolve();
 
@@ -78,15 +77,11 @@ async function loop(): Promise<void> {
       queue.push(...rows);
       claimedNone = rows.length === 0;
     }
-    while (queue.length && inFlight < concurrency) {
-      inFlight++;
-      const p = call(queue.shift()!).finally(() => {
-        inFlight--;
-        calls.delete(p);
-      });
+    while (queue.length && calls.size < concurrency) {
+      const p = call(queue.shift()!).finally(() => calls.delete(p));
       calls.add(p);
     }
-    if (calls.size && (queue.length >= CLAIM_BATCH || inFlight >= concurrency)) await Promise.race(calls);
+    if (calls.size && (queue.length >= CLAIM_BATCH || calls.size >= concurrency)) await Promise.race(calls);
     else if (!calls.size) {
       // Idle: write what is left before sleeping, so a herd's or lag's last outcomes are not held.
       if (done.length) flush();

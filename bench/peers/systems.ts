@@ -390,8 +390,11 @@ export class BullmqSystem extends ProcessPeer implements System {
  * on a table of its own in a fresh database. Not a peer: its column shows what no
  * implementation of the design can beat in the same run, and its ratio is to the best peer.
  */
+/** The design floor's name in bench:peers (--systems, the table): not a peer. */
+export const DESIGN_FLOOR = "design-floor";
+
 export class DesignFloorSystem extends DatabasePeer implements System {
-  readonly name = "design-floor";
+  readonly name = DESIGN_FLOOR;
 
   async setup(scenario: string): Promise<void> {
     const sql = postgres(await this.freshDatabase(scenario), { max: 1, onnotice: () => {} });

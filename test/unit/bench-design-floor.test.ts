@@ -7,14 +7,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RecordingTarget } from "../../bench/lib/target.ts";
 import { DesignFloorSystem } from "../../bench/peers/systems.ts";
+import { eventually } from "../helpers/target.ts";
 
 const target = new RecordingTarget();
 afterAll(() => target.stop());
-
-async function until(ok: () => boolean, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!ok() && Date.now() < deadline) await Bun.sleep(10);
-}
 
 test("the design floor calls every job once, none early: a backlog due at its start, then jobs due later", async () => {
   const sys = new DesignFloorSystem({ targetUrl: target.url, concurrency: 8, logFile: join(tmpdir(), `design-floor-${process.pid}.log`) });
@@ -23,7 +19,7 @@ test("the design floor calls every job once, none early: a backlog due at its st
     const backlog = await sys.create(new Array(300).fill(Date.now()), "backlog");
     target.expect(0, backlog.due.keys());
     await sys.start();
-    await until(() => target.delivered(0) === 300, 20_000);
+    await eventually(() => target.delivered(0) === 300, 20_000, "the backlog's 300 calls");
     expect(target.delivered(0)).toBe(300);
 
     const at = Date.now() + 400;
@@ -32,7 +28,7 @@ test("the design floor calls every job once, none early: a backlog due at its st
       "later",
     );
     target.expect(1, later.due.keys());
-    await until(() => target.delivered(1) === 100, 20_000);
+    await eventually(() => target.delivered(1) === 100, 20_000, "the later jobs' 100 calls");
     await Bun.sleep(200); // a repeated call would come now
     expect(await sys.stop()).toBe(0);
 
