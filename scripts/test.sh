@@ -90,8 +90,14 @@ set +e
 cores="$(nproc 2>/dev/null || echo 2)"
 parallel="${TEST_PARALLEL:-$((cores + 1 < 2 ? 2 : cores + 1 > 8 ? 8 : cores + 1))}"
 echo "test: $parallel test files at a time (TEST_PARALLEL to change)" >&2
-node_modules/.bin/bun test --parallel="$parallel" --timings=test/timings.json --timeout 60000 "$@" 2>&1 | tee "$log"
+# A JUnit report beside the console one: its failures are printed again at the end (see
+# scripts/failure-digest.ts), where CI's kept tail of the output shows them.
+junit="$(mktemp "${TMPDIR:-/tmp}/scheduler-junit.XXXXXX")"
+services_on_exit "rm -f $(printf '%q' "$junit")"
+node_modules/.bin/bun test --parallel="$parallel" --timings=test/timings.json --timeout 60000 \
+  --reporter=junit --reporter-outfile="$junit" "$@" 2>&1 | tee "$log"
 bun_rc=${PIPESTATUS[0]}
+node_modules/.bin/bun scripts/failure-digest.ts "$junit" || echo "test: could not read the JUnit report $junit" >&2
 set -e
 
 # Colour codes (FORCE_COLOR) and CRs would break the anchored patterns. The
