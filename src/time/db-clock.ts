@@ -3,6 +3,8 @@ import { databaseClock } from "../store/jobs.ts";
 
 /** Resync this often: a host clock stepped by NTP is followed within this long. */
 const SYNC_MS = 10_000;
+/** Readings per sync; the one with the shortest round trip is kept. */
+const SAMPLES = 3;
 
 /**
  * The database's clock as this process sees it: the process clock plus an offset measured
@@ -28,10 +30,23 @@ export class DbClock {
     return dbMs - this.offsetMs;
   }
 
+  /**
+   * Reads the database's clock SAMPLES times and keeps the reading with the shortest round
+   * trip. The error of a reading is the time between the server's now() and this process
+   * handling the answer: one reading taken while the process was busy (start-up on a loaded
+   * machine) would make every timed wake-up late by that pause until the next sync, 10 s on.
+   */
   async sync(): Promise<void> {
     if (!this.db) return;
-    const now = await databaseClock(this.db);
-    this.offsetMs = now.getTime() - Date.now();
+    let best: { rtt: number; offset: number } | undefined;
+    for (let i = 0; i < SAMPLES; i++) {
+      const sent = performance.now();
+      const now = await databaseClock(this.db);
+      const offset = now.getTime() - Date.now();
+      const rtt = performance.now() - sent;
+      if (!best || rtt < best.rtt) best = { rtt, offset };
+    }
+    this.offsetMs = best!.offset;
   }
 
   /** Syncs now, then every SYNC_MS in the background. */
