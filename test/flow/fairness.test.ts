@@ -120,9 +120,13 @@ for (const driver of DRIVERS) {
       const capped = arrivals("/capped/")
         .map((c) => c.at)
         .sort((a, b) => a - b);
-      // 5/s with a one-second burst: 15 jobs take at least ~2 s, never more than 5 (+1) in a second.
+      // 5/s, the bucket holding one token: claims 200 ms apart, so 15 jobs take at least ~2 s and
+      // a second sees 5 (+1 at its edges) claims. These are arrivals at the target, one step
+      // later: a call held by a stalled event loop can land beside the next claim's call, one
+      // more (7 seen once, the machine three times overloaded). A burst-sized bucket would
+      // show 9 in the first second.
       expect(capped.at(-1)! - capped[0]!).toBeGreaterThanOrEqual(1800);
-      for (const a of capped) expect(capped.filter((b) => b >= a && b < a + 1000).length).toBeLessThanOrEqual(6);
+      for (const a of capped) expect(capped.filter((b) => b >= a && b < a + 1000).length).toBeLessThanOrEqual(7);
       expect(maxInFlightByTenant.narrow).toBeLessThanOrEqual(2);
       // The free tenant was done long before the capped one.
       expect(lastAt(arrivals("/free/"))).toBeLessThan(capped.at(-1)!);

@@ -182,9 +182,10 @@ describe("the 9:00:00 thundering herd (postgres, real scheduler process)", () =>
     // The rate bucket holds a tenth of a second of tokens, so a window holds at most
     // 1.1 × RATE claims; 15 % more for calls claimed in one window arriving in the next: a
     // worker checks and calls its jobs in batches, so a call can trail its claim by one
-    // pre-call check (seen: 236 calls in a window at 200/s, every second of claims at 195–204).
-    // Unlimited, the same herd goes at ~2,000/s.
-    expect(f.maxPerSecond).toBeLessThanOrEqual(Math.ceil(RATE * 1.25));
+    // pre-call check (seen: 236 calls in a window at 200/s, every second of claims at 195–204;
+    // 251 once with the machine three times overloaded). Unlimited, the same herd goes at
+    // ~2,000/s; a bucket holding a second of tokens would allow 400 in a window.
+    expect(f.maxPerSecond).toBeLessThanOrEqual(Math.ceil(RATE * 1.3));
     // The burst bucket starts full (RATE / 10 tokens): the rest goes at RATE per second, so
     // the drain takes at least (N − RATE/10) / RATE = 5.9 s, i.e. N / RATE less 0.1 s.
     expect(f.drainSeconds!).toBeGreaterThanOrEqual((N - RATE / 10) / RATE);
