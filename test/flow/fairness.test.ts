@@ -101,10 +101,11 @@ for (const driver of DRIVERS) {
       // FIFO would serve 400 flood jobs first (~10 s at 40/s); round robin: about every other
       // slot. Counted in calls, which a starved CPU does not change: ~12 flood calls before the
       // quiet jobs are due, then about one for each quiet one. The time bound has slack for a
-      // loaded box (1.6 s seen with four test files at once) and is still far from FIFO's.
+      // loaded box (1.6 s seen with four test files at once, 3.3 s with the machine three times
+      // overloaded) and is still half of FIFO's.
       const quietDone = lastAt(arrivals("/quiet/"));
       expect(arrivals("/flood/").filter((c) => c.at <= quietDone).length).toBeLessThan(60);
-      expect(quietDone - (due + 300)).toBeLessThan(3000);
+      expect(quietDone - (due + 300)).toBeLessThan(5000);
     });
 
     test("tenant quotas: a rate cap and an in-flight cap hold; other tenants are not held back", async () => {

@@ -217,12 +217,13 @@ for (const driver of DRIVERS) {
       });
 
       test("a call longer than the lease TTL keeps its lease by renewal and is not retried", async () => {
-        // A 5 s lease under an 11 s call: more than two lease lifetimes. The renewer must get
-        // an answer within a quarter of the lease (it then retries; the watchdog aborts the
-        // call once the lease may have lapsed): with a 1 s lease (250 ms) or 2 s (500 ms),
-        // PGlite on a loaded machine (its queries run on the process's own thread) answered
-        // too late, the calls were aborted and the job retried, 5 attempts instead of 1.
-        const rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "5s" });
+        // An 8 s lease under an 11 s call: renewed about every 2.7 s, four times. The renewer
+        // must get an answer within a quarter of the lease (it then retries; the watchdog
+        // aborts the call once the lease may have lapsed): with a 1 s lease (250 ms) or 2 s
+        // (500 ms), PGlite on a loaded machine (its queries run on the process's own thread)
+        // answered too late, the calls were aborted and the job retried, 5 attempts instead of
+        // 1; with 5 s (1.25 s) once, the machine three times overloaded (2 attempts).
+        const rt = await startScheduler(t.db, { SCHEDULER_LEASE_TTL: "8s" });
         try {
           const j = (await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/slower` }, timeout: "30s" })).body;
           const final = await eventually(
