@@ -132,11 +132,27 @@ function lateOf(due: Map<string, number>, endedAt: number): number {
   return late;
 }
 
-export class SchedulerSystem implements System {
+/** What every system whose delivering process this bench spawned shares: its CPU time, its stop. */
+abstract class OwnProcess<P extends { readonly proc: { readonly pid: number }; stop(): Promise<number> }> {
+  protected proc?: P;
+
+  cpuSeconds(): number | undefined {
+    return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
+  }
+
+  async stop(): Promise<number> {
+    const p = this.proc;
+    this.proc = undefined;
+    return p ? p.stop() : 0;
+  }
+}
+
+export class SchedulerSystem extends OwnProcess<SchedulerProcess> implements System {
   readonly name = "scheduler";
   private url?: string;
-  private proc?: SchedulerProcess;
-  constructor(private readonly ctx: SystemContext) {}
+  constructor(private readonly ctx: SystemContext) {
+    super();
+  }
 
   get database(): string | undefined {
     return this.url ? new URL(this.url).pathname.slice(1) : undefined;
@@ -182,16 +198,6 @@ export class SchedulerSystem implements System {
     return this.proc?.peakRssBytes();
   }
 
-  cpuSeconds(): number | undefined {
-    return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
-  }
-
-  async stop(): Promise<number> {
-    const p = this.proc;
-    this.proc = undefined;
-    return p ? p.stop() : 0;
-  }
-
   async teardown(): Promise<void> {
     this.proc?.kill();
     this.proc = undefined;
@@ -200,10 +206,9 @@ export class SchedulerSystem implements System {
   }
 }
 
-/** What every peer delivering from its own process (bench/peers/NAME.ts) shares: liveness, memory, CPU, stop. */
-abstract class ProcessPeer {
+/** What every peer delivering from its own process (bench/peers/NAME.ts) shares: liveness and memory, beside CPU and stop. */
+abstract class ProcessPeer extends OwnProcess<PeerProcess> {
   abstract readonly name: string;
-  protected proc?: PeerProcess;
 
   assertAlive(): void {
     this.proc?.assertAlive(this.name);
@@ -211,16 +216,6 @@ abstract class ProcessPeer {
 
   peakRss(): number | undefined {
     return this.proc ? procMemoryBytes(this.proc.proc.pid, "VmHWM") : undefined;
-  }
-
-  cpuSeconds(): number | undefined {
-    return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
-  }
-
-  async stop(): Promise<number> {
-    const p = this.proc;
-    this.proc = undefined;
-    return p ? p.stop() : 0;
   }
 
   /** Kills a process still running (a failed scenario). */
