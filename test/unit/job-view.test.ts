@@ -1,29 +1,18 @@
 import { expect, test } from "bun:test";
 import { jobView } from "../../src/api/job-view.ts";
 import type { JobRow } from "../../src/store/types.ts";
+import { newJob } from "../helpers/jobs.ts";
 
+// A new job's row as the store returns it, with the instants under test.
 const row = (at: { due: Date | number; created: Date; finished: Date | null }): JobRow =>
   ({
-    id: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
-    tenant: "default",
+    ...newJob(),
     status: "scheduled",
     due_at: at.due,
     scheduled_for: at.due,
     version: 1,
     calls: 0,
-    idempotency_key: null,
-    schedule_id: null,
-    nominal_time: null,
-    target: { url: "https://example.com/hook", method: "POST", headers: {}, body: null, json: false },
-    priority: 0,
-    max_attempts: 3,
-    backoff_base_ms: 1000,
-    backoff_max_ms: 60_000,
-    timeout_ms: 30_000,
-    expires_at: null,
-    window_ms: 0,
     host_limits: null,
-    async: false,
     verify_url: null,
     checkpoint: null,
     cancel_requested: false,
