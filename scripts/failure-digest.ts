@@ -30,7 +30,8 @@ export function failureDigest(xml: string): string[] {
     if (head === undefined || body === undefined) continue;
     const fail = /<(failure|error)\b([^>]*?)(?:\/>|>([\s\S]*?)<\/\1>)/.exec(body);
     if (!fail) continue;
-    const text = xmlText(fail[3] ?? attr(fail[2]!, "message")).trim();
+    // An empty body (<failure message="…"></failure>) says nothing: the message then.
+    const text = xmlText(fail[3] || attr(fail[2]!, "message")).trim();
     const lines = text.split("\n").filter((l) => l.trim() !== "");
     const shown = lines.slice(0, MAX_LINES).map((l) => `    ${l}`);
     if (lines.length > MAX_LINES) shown.push(`    … ${lines.length - MAX_LINES} more lines`);

@@ -50,8 +50,9 @@ describe("DbClock (postgres)", () => {
       const clock = new DbClock(db);
       await clock.sync();
       expect(db.reads).toBeGreaterThanOrEqual(2);
-      // The held reading alone would put the clock 300 ms behind the database.
-      expect(Math.abs(clock.now() - Date.now() - truth)).toBeLessThan(50);
+      // The held reading alone would put the clock 300 ms behind the database; the others are
+      // quick, but on a starved machine not instant.
+      expect(Math.abs(clock.now() - Date.now() - truth)).toBeLessThan(150);
     }
   });
 

@@ -49,4 +49,29 @@ test("long errors are cut with a count; a report without failures gives nothing"
   expect(lines).toHaveLength(1 + 12 + 1);
   expect(lines.at(-1)).toBe("    … 8 more lines");
   expect(failureDigest('<testsuites><testcase name="a" file="f.ts" line="1" /></testsuites>')).toEqual([]);
+  // A failure whose body is empty or absent shows its message attribute.
+  for (const f of ['<failure message="only here"></failure>', '<failure message="only here" />'])
+    expect(failureDigest(`<testsuites><testcase name="c" classname="" file="g.ts" line="3">${f}</testcase></testsuites>`)).toEqual([
+      "  g.ts:3  c",
+      "    only here",
+    ]);
+});
+
+// npm test runs bun with --parallel, whose report the coordinator merges from its workers.
+test("the merged report of a parallel run names each failure's file and line", async () => {
+  const sub = mkdtempSync(join(dir, "parallel-"));
+  for (const name of ["a", "b"])
+    writeFileSync(
+      join(sub, `${name}.test.ts`),
+      ['import { expect, test } from "bun:test";', `test("${name} fails", () => { expect("${name}").toBe("z"); });`, 'test("ok", () => {});', ""].join("\n"),
+    );
+  const report = join(sub, "report.xml");
+  const run = Bun.spawnSync([process.execPath, "test", "--parallel=2", "--reporter=junit", `--reporter-outfile=${report}`], {
+    cwd: sub,
+    stdout: "ignore",
+    stderr: "ignore",
+  });
+  expect(run.exitCode).toBe(1);
+  const heads = failureDigest(await Bun.file(report).text()).filter((l) => !l.startsWith("    "));
+  expect(heads.sort()).toEqual(["  a.test.ts:2  a fails", "  b.test.ts:2  b fails"]);
 });
