@@ -140,7 +140,9 @@ for (const driver of DRIVERS) {
       expect(last!.status).toBe(409);
       // Ended by the heartbeat that found the ceiling passed, or by the reaper just before.
       expect(["timed_out", "stale_lease"]).toContain(last!.body.error.code);
-      expect(refusedAt - call.at).toBeGreaterThanOrEqual(1400);
+      // Not before the ceiling: it counts from the attempt's start in the database, which comes
+      // before the call reaches the target (by 150 ms once, the machine three times overloaded).
+      expect(refusedAt - call.at).toBeGreaterThanOrEqual(1000);
       expect(refusedAt - call.at).toBeLessThan(1500 + 1500);
       const done = await job(j.id);
       expect(done).toMatchObject({ status: "dead", dead_reason: "max_attempts" });
