@@ -76,7 +76,9 @@ describe("dispatching with a Redis due index", () => {
       for (let i = 0; i < 20; i++) {
         const [call] = target.callsTo(`/j${i}`);
         expect(call!.at).toBeGreaterThanOrEqual(due + i * 20);
-        expect(call!.at - (due + i * 20)).toBeLessThan(1000);
+        // On time: the 60 s reconcile could not have. 1.15 s seen on PGlite, the machine three
+        // times overloaded (PGlite runs on the test process's thread).
+        expect(call!.at - (due + i * 20)).toBeLessThan(2500);
       }
       expect(await value(r.metrics.indexReconciled)).toBe(0);
       expect(await value(r.metrics.indexFallback)).toBe(0);

@@ -155,11 +155,18 @@ for (const driver of DRIVERS) {
         expect(onTime).toHaveLength(1);
         const later = ranOrExpired("once").filter((n) => n > missed.at(-1)!);
         const lastCalled = Math.max(...calls.once.map(nominalOf));
-        expect({ called: later.filter((n) => n <= lastCalled).map(iso), jobs: describeJobs(jobs.once) }).toEqual({
-          called: nominals(EVERY_2S, onTime[0], lastCalled).map(iso),
+        const ran = new Set(later.filter((n) => n <= lastCalled));
+        // The on-time one of the catch-up's pass ran: the catch-up did not crowd it out.
+        expect(iso(Math.min(...ran))).toBe(iso(onTime[0]!));
+        // Every later one ran too, unless skipped for overlap and counted so (default skip: on
+        // a starved machine the one before it can still be running when it is due; one later
+        // occurrence missing was seen once, the machine three times overloaded, before this
+        // count was checked). None is lost without a count.
+        const notRun = nominals(EVERY_2S, onTime[0], lastCalled).filter((n) => !ran.has(n));
+        expect({ notRun: notRun.length, jobs: describeJobs(jobs.once) }).toEqual({
+          notRun: schedules.once.occurrences.skipped,
           jobs: describeJobs(jobs.once),
         });
-        expect(schedules.once.occurrences.skipped).toBe(0);
       });
 
       test("fire_all: one catch-up call per missed nominal within catchup_window (3 s), none older", () => {
