@@ -1,13 +1,14 @@
 /**
  * What creating a job through POST /v1/jobs/batch costs: jobs/s, and CPU time per job of the
- * scheduler process (`--mode=api`) and of its PostgreSQL backends, from /proc/PID/stat. CPU
+ * scheduler process (`--mode=api`, or `all` with --mode) and of its PostgreSQL backends, from /proc/PID/stat. CPU
  * per job barely moves when the machine is busy; jobs/s does. Run on the durable server:
  *
- *   bash scripts/with-services.sh bun bench/create-cost.ts [--jobs 50000] [--rounds 3]
+ *   bash scripts/with-services.sh bun bench/create-cost.ts [--jobs 50000] [--rounds 3] [--mode api|all]
  *
  * Jobs are made the way bench/peers.ts makes the herd's (bench/lib/create-jobs.ts): 1000 a
  * request, 2 requests in flight, a small JSON body, all due in an hour. One warm-up round of
- * 2000 is left out of the figures.
+ * 2000 is left out of the figures. `--mode all` runs the API beside a dispatcher and a worker,
+ * as bench:peers runs the scheduler.
  */
 import { parseArgs } from "node:util";
 import { join } from "node:path";
@@ -17,7 +18,12 @@ import { createDatabase, dropDatabase } from "../test/helpers/db.ts";
 import { createJobs } from "./lib/create-jobs.ts";
 import { procCpuSeconds, procMemoryBytes, SchedulerProcess } from "./lib/scheduler-process.ts";
 
-const { values } = parseArgs({ options: { jobs: { type: "string" }, rounds: { type: "string" } } });
+const { values } = parseArgs({ options: { jobs: { type: "string" }, rounds: { type: "string" }, mode: { type: "string" } } });
+const mode = values.mode ?? "api";
+if (mode !== "api" && mode !== "all") {
+  console.error(`create-cost: --mode must be api (the API alone, the default) or all (as bench:peers runs it), not ${mode}`);
+  process.exit(2);
+}
 const jobs = Number(values.jobs ?? 50_000);
 const rounds = Number(values.rounds ?? 3);
 const url = await createDatabase();
@@ -28,7 +34,7 @@ const proc = await SchedulerProcess.start({
   concurrency: 32,
   logLevel: "warn",
   logFile: join(tmpdir(), `create-cost-${process.pid}.log`),
-  mode: "api",
+  mode,
 });
 try {
   await proc.waitReady(60_000);
