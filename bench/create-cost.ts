@@ -1,7 +1,8 @@
 /**
  * What creating a job through POST /v1/jobs/batch costs: jobs/s, and CPU time per job of the
- * scheduler process (`--mode=api`, or `all` with --mode) and of its PostgreSQL backends, from /proc/PID/stat. CPU
- * per job barely moves when the machine is busy; jobs/s does. Run on the durable server:
+ * scheduler process (`--mode=api` unless --mode says otherwise) and of its PostgreSQL backends,
+ * from /proc/PID/stat. CPU per job barely moves when the machine is busy; jobs/s does. Run on
+ * the durable server:
  *
  *   bash scripts/with-services.sh bun bench/create-cost.ts [--jobs 50000] [--rounds 3] [--mode api|all]
  *
