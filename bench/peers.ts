@@ -14,6 +14,7 @@
  *   npm run bench:peers                 # 20,000 / 50,000 / 2,000 jobs, durable PostgreSQL
  *   npm run bench:peers -- --quick      # 2,000 / 5,000 / 500
  *   npm run bench:peers -- --rounds 3   # each system three times, alternated: medians
+ *   npm run bench:peers -- --warm 20000 # herd and lag of processes that have already run 20,000 jobs
  */
 import { rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,6 +26,7 @@ import { duration, UsageError, whole } from "./lib/args.ts";
 import { describeMachine, machineCpuSeconds, packageVersion } from "./lib/machine.ts";
 import { describeServer, environmentRows, type ServerInfo } from "./lib/server.ts";
 import { keyValues, percentile, quarterRates, table } from "./lib/stats.ts";
+import { perJob, type ThreadCpu } from "./lib/thread-cpu.ts";
 import { RecordingTarget } from "./lib/target.ts";
 import { costBetween, PgCost, type Cost } from "./peers/pg-cost.ts";
 import { acrossRounds, roundOrder } from "./peers/rounds.ts";
@@ -43,6 +45,9 @@ const USAGE = `usage: bun bench/peers.ts [options]     (npm run bench:peers -- [
   --systems LIST     which to run, comma-separated: scheduler,graphile-worker,bullmq,design-floor
                      (all); design-floor is the design's minimal loop, not a peer: the bound
   --timeout DUR      per scenario, from its first due instant (300s)
+  --warm N           before the herd and the lag, every system's new process first delivers N
+                     jobs due at once (0): figures of a process that has run, as one does in
+                     production; the burst's process is new by definition
   --rounds N         run every system N times, alternated (1): the table shows medians, and
                      each ratio is the median of the ratios to the best peer of the same round
   --json FILE        also write every figure as JSON
@@ -60,6 +65,7 @@ interface Args {
   systems: string[];
   timeoutMs: number;
   rounds: number;
+  warm: number;
   quick: boolean;
   json?: string;
 }
@@ -82,6 +88,7 @@ function parse(argv: string[]): Args | undefined {
         systems: { type: "string" },
         timeout: { type: "string" },
         rounds: { type: "string" },
+        warm: { type: "string" },
         json: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
@@ -106,6 +113,7 @@ function parse(argv: string[]): Args | undefined {
     systems,
     timeoutMs: values.timeout ? duration("timeout", values.timeout) : 300_000,
     rounds: values.rounds ? whole("rounds", values.rounds, 1, 20) : 1,
+    warm: values.warm ? whole("warm", values.warm, 0, 1_000_000) : 0,
     json: values.json,
   };
 }
@@ -136,6 +144,8 @@ interface ScenarioResult extends Checks {
   processCpuUs?: number;
   /** burst: the whole machine's busy CPU (every process: database, target, bench), µs per job, same span. */
   machineCpuUs?: number;
+  /** burst: processCpuUs by the delivering process's threads (bench/lib/thread-cpu.ts), same span. */
+  threadCpuUs?: ThreadCpu;
   exitCode: number;
   cost?: Cost;
   extra?: Record<string, number>;
@@ -154,11 +164,12 @@ async function waitDelivered(sys: System, target: RecordingTarget, phase: number
 interface CpuSample {
   delivered: number;
   process: number | undefined;
+  threads: ThreadCpu | undefined;
   machine: { busy: number; total: number } | undefined;
 }
 
 function cpuSample(sys: System, target: RecordingTarget, phase: number): CpuSample {
-  return { delivered: target.delivered(phase), process: sys.cpuSeconds(), machine: machineCpuSeconds() };
+  return { delivered: target.delivered(phase), process: sys.cpuSeconds(), threads: sys.threadCpuSeconds(), machine: machineCpuSeconds() };
 }
 
 async function cpuAtFirstCall(sys: System, target: RecordingTarget, phase: number, deadline: number): Promise<CpuSample | undefined> {
@@ -168,6 +179,22 @@ async function cpuAtFirstCall(sys: System, target: RecordingTarget, phase: numbe
     await Bun.sleep(2);
   }
   return cpuSample(sys, target, phase);
+}
+
+/** The warm-up's target phase: apart from every scenario's (0, 1, 2, …). */
+const warmPhase = (phase: number) => 1_000_000 + phase;
+
+/** --warm: N jobs due now through the process just started, all delivered before the scenario's are created. */
+async function warmUp(sys: System, target: RecordingTarget, phase: number, n: number, timeoutMs: number): Promise<Checks> {
+  const created = await sys.create(new Array(n).fill(Date.now()), `warm-${phase}`);
+  target.expect(warmPhase(phase), created.due.keys());
+  await waitDelivered(sys, target, warmPhase(phase), n, Date.now() + timeoutMs);
+  const delivered = target.delivered(warmPhase(phase));
+  if (delivered < n) throw new Error(`${sys.name}: the warm-up delivered ${delivered} of ${n} jobs in ${timeoutMs / 1000} s`);
+  // Their completions written before the scenario starts.
+  await Bun.sleep(500);
+  say(`peers: ${sys.name}: warmed with ${n} jobs`);
+  return checks(created.due, target.arrivals);
 }
 
 function checks(due: Map<string, number>, arrivals: Map<string, number[]>): Checks & { firsts: number[]; lags: number[]; dueLags: [number, number][] } {
@@ -209,6 +236,7 @@ async function runScenario(p: {
     let created;
     let before;
     let dueInstant = 0;
+    let warm: Checks | undefined;
     if (scenario === "burst") {
       created = await sys.create(new Array(n).fill(Date.now()), `${scenario}-${phase}`);
       target.expect(phase, created.due.keys());
@@ -219,9 +247,11 @@ async function runScenario(p: {
       await sys.start();
     } else {
       // The herd's counts include its creation (through the running process): its statements
-      // are told apart by their text in the report.
-      if (scenario === "herd" && p.cost && sys.database && (await p.cost.quiet(sys.database))) before = await p.cost.snapshot(sys.database, p.statements);
+      // are told apart by their text in the report. A warm-up's would be counted with them: none then.
+      if (scenario === "herd" && !args.warm && p.cost && sys.database && (await p.cost.quiet(sys.database)))
+        before = await p.cost.snapshot(sys.database, p.statements);
       await sys.start();
+      if (args.warm) warm = await warmUp(sys, target, phase, args.warm, args.timeoutMs);
       const first = Date.now() + leadMs(n);
       const dues = scenario === "herd" ? new Array(n).fill(first) : Array.from({ length: n }, (_, i) => first + Math.floor((i * args.spreadMs) / n));
       dueInstant = first;
@@ -249,9 +279,10 @@ async function runScenario(p: {
       scenario,
       jobs: n,
       createSeconds: created.seconds,
-      missing: c.missing,
-      duplicates: c.duplicates,
-      early: c.early,
+      // A warm-up's jobs are held to the same rules as the scenario's.
+      missing: c.missing + (warm?.missing ?? 0),
+      duplicates: c.duplicates + (warm?.duplicates ?? 0),
+      early: c.early + (warm?.early ?? 0),
       late: created.late,
       peakRssMiB: rss === undefined ? undefined : rss / 2 ** 20,
       exitCode,
@@ -262,6 +293,7 @@ async function runScenario(p: {
       const jobs = cpu1.delivered - cpu0.delivered;
       if (cpu0.process !== undefined && cpu1.process !== undefined) r.processCpuUs = ((cpu1.process - cpu0.process) / jobs) * 1e6;
       if (cpu0.machine && cpu1.machine) r.machineCpuUs = ((cpu1.machine.busy - cpu0.machine.busy) / jobs) * 1e6;
+      if (cpu0.threads && cpu1.threads) r.threadCpuUs = perJob(cpu0.threads, cpu1.threads, jobs);
     }
     const firsts = c.firsts.sort((a, b) => a - b);
     if (scenario === "burst" && firsts.length > 1) r.perSecond = (firsts.length / (firsts[firsts.length - 1] - firsts[0])) * 1000;
@@ -334,6 +366,10 @@ const ROWS: Row[] = [
   costPerBurstJob("full-page images / job (burst)", 3, (c) => c.walFpi),
   costPerBurstJob("statements / job (burst)", 3, (c) => c.statements),
   { label: "CPU µs / job, process (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.processCpuUs },
+  { label: "  of which the JS thread", higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.js },
+  { label: "  of which the HTTP client thread", higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.http },
+  { label: "  of which the JIT compiler threads", higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.jit },
+  { label: "  of which the other threads", higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.other },
   { label: "CPU µs / job, machine (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.machineCpuUs },
   {
     label: "peak RSS MiB (max of scenarios)",
@@ -502,7 +538,7 @@ async function main(): Promise<number> {
   const results = rounds[rounds.length - 1]!;
   const out: string[] = [
     "",
-    `peers: ${args.burst} burst / ${args.herd} herd / ${args.lag} lag jobs (over ${args.spreadMs / 1000} s), ${args.concurrency} calls in flight each, one loopback Bun target answering 200${args.quick ? " (--quick)" : ""}${args.rounds > 1 ? `, ${args.rounds} rounds alternated` : ""}`,
+    `peers: ${args.burst} burst / ${args.herd} herd / ${args.lag} lag jobs (over ${args.spreadMs / 1000} s), ${args.concurrency} calls in flight each, one loopback Bun target answering 200${args.quick ? " (--quick)" : ""}${args.rounds > 1 ? `, ${args.rounds} rounds alternated` : ""}${args.warm ? `; every process warmed with ${args.warm} jobs before its herd and lag (no herd statement counts then)` : ""}`,
     "",
     comparison(rounds, names),
     "",
@@ -523,6 +559,8 @@ async function main(): Promise<number> {
     "statements / job: pg_stat_statements calls (top level, without BEGIN/COMMIT) over the same span. peak RSS: VmHWM of the delivering process.",
     "WAL bytes, full-page images / job: pg_stat_wal of the whole server over the same span (one system runs at a time).",
     "CPU µs / job: user + system time of the delivering process (/proc/PID/stat), and busy time of the whole machine (/proc/stat: the database, the target and this bench too), first call → last, / the jobs delivered in that span (10 ms ticks).",
+    "  of which: the same by the process's threads (/proc/PID/task): its JS thread, Bun's HTTP client thread (fetch), the JS engine's JIT compiler threads",
+    "  (a new process compiles its hot code during the burst), and the others (garbage collector helpers, the allocator's scavenger, thread pools).",
     "",
   ];
   if (args.rounds > 1) out.push(`Statements and extras: round ${args.rounds}'s.`);

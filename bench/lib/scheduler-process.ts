@@ -28,6 +28,21 @@ async function freePort(): Promise<number> {
 /** The RAM size the scheduler's launchers tell the JS engine's GC to plan for (package.json "start", Dockerfile, fly.toml). */
 export const JSC_RAM_SIZE = "1073741824";
 
+/**
+ * SCHEDULER_BENCH_ENV="K=V K2=V2": variables for the scheduler's process only (a JS engine
+ * option such as BUN_JSC_useFTLJIT=0 set in the bench's own environment would change the
+ * bench, its target and the peers too).
+ */
+export function benchEnv(raw = process.env.SCHEDULER_BENCH_ENV): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of raw?.split(/\s+/).filter(Boolean) ?? []) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new Error(`SCHEDULER_BENCH_ENV: "${pair}" is not NAME=VALUE`);
+    out[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return out;
+}
+
 export function passedThrough(env: Record<string, string | undefined> = process.env): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
@@ -69,6 +84,7 @@ export class SchedulerProcess {
       // As `npm start`, the Dockerfile and fly.toml run it (README "Memory"); set it to measure another value.
       BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize ?? JSC_RAM_SIZE,
       ...passedThrough(),
+      ...benchEnv(),
       ...o.env,
       PORT: String(port),
       HOST: "127.0.0.1",

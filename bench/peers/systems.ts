@@ -13,6 +13,7 @@ import postgres from "postgres";
 import { createDatabase, dropDatabase } from "../../test/helpers/db.ts";
 import { createJobs } from "../lib/create-jobs.ts";
 import { procCpuSeconds, procMemoryBytes, SchedulerProcess } from "../lib/scheduler-process.ts";
+import { threadCpuSeconds, type ThreadCpu } from "../lib/thread-cpu.ts";
 import type { PeerPayload } from "./post.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
@@ -47,6 +48,8 @@ export interface System {
   peakRss(): number | undefined;
   /** CPU seconds (user + system) the delivering process has used so far. */
   cpuSeconds(): number | undefined;
+  /** The same by the process's threads. */
+  threadCpuSeconds(): ThreadCpu | undefined;
   /** Stops the process set gracefully; its exit code (non-zero if any failed). */
   stop(): Promise<number>;
   /** Drops what setup made. */
@@ -138,6 +141,10 @@ abstract class OwnProcess<P extends { readonly proc: { readonly pid: number }; s
 
   cpuSeconds(): number | undefined {
     return this.proc ? procCpuSeconds(this.proc.proc.pid) : undefined;
+  }
+
+  threadCpuSeconds(): ThreadCpu | undefined {
+    return this.proc ? threadCpuSeconds(this.proc.proc.pid) : undefined;
   }
 
   async stop(): Promise<number> {
