@@ -47,6 +47,7 @@ import { startRuntime } from "../src/runtime.ts";
 import { wholeFlagOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
+import { threadCpuSeconds } from "./lib/thread-cpu.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
 import { startTargetProcess } from "./lib/target-process.ts";
@@ -93,6 +94,8 @@ const url = target.url;
 interface Figures {
   perSecond: number;
   cpuUsPerJob: number;
+  /** Of cpuUsPerJob, this process's JS thread (bench/lib/thread-cpu.ts): steadier than the whole. */
+  jsUsPerJob?: number;
   /** The database's backends (this database's connections), undefined when the server is not on this machine. */
   serverUsPerJob?: number;
 }
@@ -106,6 +109,12 @@ async function backendCpu(): Promise<Map<number, number>> {
     if (s !== undefined) out.set(Number(r.pid), s);
   }
   return out;
+}
+
+/** This process's JS thread since `before`, µs per job. */
+function jsUs(before: number | undefined): number | undefined {
+  const now = threadCpuSeconds(process.pid)?.js;
+  return before === undefined || now === undefined ? undefined : ((now - before) / N) * 1e6;
 }
 
 /** Backend CPU between two snapshots, µs per job (a backend that started in between counts from zero). */
@@ -249,6 +258,7 @@ async function run(step: StepName): Promise<Figures> {
   };
 
   const server0 = await backendCpu();
+  const js0 = threadCpuSeconds(process.pid)?.js;
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   claimMore();
@@ -262,7 +272,7 @@ async function run(step: StepName): Promise<Figures> {
   const server1 = await backendCpu();
   const [{ n }] = (await admin`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`) as unknown as [{ n: number }];
   if (n !== N) throw new Error(`path-ladder: ${n} of ${N} jobs succeeded (${step})`);
-  return { perSecond: N / seconds, cpuUsPerJob: (c.user + c.system) / N, serverUsPerJob: serverUs(server0, server1) };
+  return { perSecond: N / seconds, cpuUsPerJob: (c.user + c.system) / N, jsUsPerJob: jsUs(js0), serverUsPerJob: serverUs(server0, server1) };
 }
 
 /**
@@ -283,6 +293,7 @@ async function runScheduler(): Promise<Figures> {
     { mode: "all" },
   );
   const server0 = await backendCpu();
+  const js0 = threadCpuSeconds(process.pid)?.js;
   const cpu0 = process.cpuUsage();
   const rt = await startRuntime(config, { db, log });
   let server1: Map<number, number>;
@@ -307,7 +318,7 @@ async function runScheduler(): Promise<Figures> {
   const [{ secs }] = (await admin`SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 AS secs FROM attempts`) as unknown as [
     { secs: number },
   ];
-  return { perSecond: N / secs, cpuUsPerJob: (c.user + c.system) / N, serverUsPerJob: serverUs(server0, server1) };
+  return { perSecond: N / secs, cpuUsPerJob: (c.user + c.system) / N, jsUsPerJob: jsUs(js0), serverUsPerJob: serverUs(server0, server1) };
 }
 
 /** The step's top statements by server time since the reset before it (--statements). */
@@ -346,7 +357,7 @@ try {
   );
   process.stdout.write(
     table(
-      ["step", "deliveries/s", "process CPU µs/job", "backends CPU µs/job"],
+      ["step", "deliveries/s", "process CPU µs/job", "of which JS thread", "backends CPU µs/job"],
       STEPS.map((s) => {
         const fs = results.get(s)!;
         const server = fs.every((f) => f.serverUsPerJob !== undefined)
@@ -365,13 +376,19 @@ try {
             fs.map((f) => f.cpuUsPerJob),
             1,
           ),
+          fs.every((f) => f.jsUsPerJob !== undefined)
+            ? range(
+                fs.map((f) => f.jsUsPerJob!),
+                1,
+              )
+            : "-",
           server,
         ];
       }),
     ),
   );
   process.stdout.write(
-    "\nprocess CPU: user + system time of this process (claims, completions, calls; not the target, not the database) / jobs.\nbackends CPU: the same of the database's backends serving this bench's database (/proc, 10 ms ticks; autovacuum workers that ended are not counted).\n\n",
+    "\nprocess CPU: user + system time of this process (claims, completions, calls; not the target, not the database) / jobs; of which JS thread: its JavaScript thread's alone (/proc/PID/task).\nbackends CPU: the same of the database's backends serving this bench's database (/proc, 10 ms ticks; autovacuum workers that ended are not counted).\n\n",
   );
   process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);
 } finally {
