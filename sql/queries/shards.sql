@@ -25,7 +25,7 @@ ORDER BY s.shard;
 
 -- name: ShardAcquire
 -- Takes the shards $2 that are still free (or expired beyond the skew margin $4 ms) for owner
--- $1. Each new epoch comes from the dispatch_term sequence (014_fencing_terms.sql): taken
+-- $1. Each new epoch comes from the dispatch_term sequence (015_fencing_terms.sql): taken
 -- atomically, never reset, so it is above every epoch handed out before, in this generation
 -- or an earlier one, and no two acquisitions share one, however they interleave. A shard's
 -- fencing token rises at every handoff and a new owner's tokens are above every old owner's.

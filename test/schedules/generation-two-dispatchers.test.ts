@@ -40,6 +40,8 @@ describe("two dispatcher processes, the leader SIGKILLed mid-schedule (postgres)
   let schedule: any;
   const attemptsByJob = new Map<string, number>();
   let survivorBecameLeader = false;
+  /** Dispatch shards the killed process held just before the kill (leases 'dispatch:N'). */
+  let killedShards = 0;
 
   beforeAll(async () => {
     url = await createDatabase();
@@ -70,6 +72,10 @@ describe("two dispatcher processes, the leader SIGKILLed mid-schedule (postgres)
     if (!leader || !survivor) throw new Error(`no dispatcher process holds the lease: ${JSON.stringify(leaderBefore)}`);
     killedPid = leader.proc.pid;
     survivorPid = survivor.proc.pid;
+    const held = await db.query<{ n: string }>("SELECT count(*) AS n FROM leases WHERE name LIKE 'dispatch:%' AND owner LIKE $1 AND lease_until > now()", [
+      `%/${killedPid}/%`,
+    ]);
+    killedShards = Number(held[0]!.n);
     killAt = Date.now();
     kill(leader, "SIGKILL");
     await leader.exited;
@@ -114,6 +120,12 @@ describe("two dispatcher processes, the leader SIGKILLed mid-schedule (postgres)
   });
 
   test("generation resumed after the takeover, claimed under the new epoch", () => {
+    // A claim stamps the claiming dispatcher's term: the highest shard epoch it has held, and
+    // shard epochs come from one never-reset sequence (015_fencing_terms.sql). The survivor's
+    // term rises above every earlier one once it takes over a shard the killed process held,
+    // so every job it claims after that carries a higher token than any claimed before,
+    // whichever shard a job's id falls in. Without such a shard nothing would have moved.
+    expect(killedShards).toBeGreaterThan(0);
     const before = jobs.filter((j) => j.nominal < killAt - 1000);
     const after = jobs.filter((j) => j.nominal > killAt + 2500);
     expect(before.length).toBeGreaterThanOrEqual(1);
