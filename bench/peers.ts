@@ -344,6 +344,14 @@ function costPerBurstJob(label: string, digits: number, pick: (c: Cost) => numbe
   };
 }
 
+/** The process's CPU by its threads (bench/lib/thread-cpu.ts), one row each. */
+const THREAD_ROWS: [keyof ThreadCpu, string][] = [
+  ["js", "the JS thread"],
+  ["http", "the HTTP client thread"],
+  ["jit", "the JIT compiler threads"],
+  ["other", "the other threads"],
+];
+
 const ROWS: Row[] = [
   { label: "burst: deliveries/s", higher: true, digits: 0, value: (r) => of(r, "burst")?.perSecond },
   { label: "herd: due → last call, s", higher: false, digits: 2, value: (r) => of(r, "herd")?.drainSeconds },
@@ -366,10 +374,7 @@ const ROWS: Row[] = [
   costPerBurstJob("full-page images / job (burst)", 3, (c) => c.walFpi),
   costPerBurstJob("statements / job (burst)", 3, (c) => c.statements),
   { label: "CPU µs / job, process (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.processCpuUs },
-  { label: "  of which the JS thread", higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.js },
-  { label: "  of which the HTTP client thread", higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.http },
-  { label: "  of which the JIT compiler threads", higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.jit },
-  { label: "  of which the other threads", higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.other },
+  ...THREAD_ROWS.map(([k, what]): Row => ({ label: `  of which ${what}`, higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.[k] })),
   { label: "CPU µs / job, machine (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.machineCpuUs },
   {
     label: "peak RSS MiB (max of scenarios)",

@@ -180,12 +180,16 @@ export class SchedulerProcess {
 
 const CLK_TCK = 100; // USER_HZ on every Linux we run on
 
+/** utime + stime, seconds, of a /proc/PID/stat or /proc/PID/task/TID/stat text. */
+export function statCpuSeconds(stat: string): number {
+  // Fields after the ")" that closes the command name: state is field 3, utime 14, stime 15.
+  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(rest[11]) + Number(rest[12])) / CLK_TCK;
+}
+
 export function procCpuSeconds(pid: number): number | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // Fields after the ")" that closes the command name: state is field 3, utime 14, stime 15.
-    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(rest[11]) + Number(rest[12])) / CLK_TCK;
+    return statCpuSeconds(readFileSync(`/proc/${pid}/stat`, "utf8"));
   } catch {
     return undefined;
   }

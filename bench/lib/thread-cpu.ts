@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
+import { statCpuSeconds } from "./scheduler-process.ts";
 
 /**
  * A Bun process's CPU time (user + system, seconds) by what its threads do, from
@@ -14,8 +15,6 @@ export interface ThreadCpu {
   jit: number;
   other: number;
 }
-
-const CLK_TCK = 100; // USER_HZ on every Linux we run on
 
 /** Which of ThreadCpu's parts a thread belongs to, by its name (/proc/…/comm) as Bun and JavaScriptCore set it. */
 export function threadKind(tid: number, pid: number, name: string): keyof ThreadCpu {
@@ -39,8 +38,7 @@ export function threadCpuSeconds(pid: number): ThreadCpu | undefined {
       const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, "utf8");
       // The name is between the first "(" and the last ")": it may hold spaces ("HTTP Client").
       const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      out[threadKind(Number(t), pid, name)] += (Number(rest[11]) + Number(rest[12])) / CLK_TCK;
+      out[threadKind(Number(t), pid, name)] += statCpuSeconds(stat);
     } catch {
       // The thread ended between the listing and the read.
     }
