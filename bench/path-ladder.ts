@@ -39,6 +39,7 @@ import { laneKey } from "../src/worker/host-lane.ts";
 import { HostLimiter } from "../src/worker/host-limiter.ts";
 import { PayloadCache } from "../src/worker/payload-cache.ts";
 import type { InFlight } from "../src/worker/in-flight.ts";
+import { JobAbort } from "../src/worker/job-abort.ts";
 import { DbClock } from "../src/time/db-clock.ts";
 import { Metrics } from "../src/obs/metrics.ts";
 import { createLogger } from "../src/obs/log.ts";
@@ -194,7 +195,7 @@ async function run(step: StepName): Promise<Figures> {
       const r = await deliver(j, { attemptId: j.attempt_id!, attemptNumber: j.calls, allowPrivateTargets: true });
       record(j, r.httpStatus ?? 0, r.startedAt, r.finishedAt);
     } else {
-      const f: InFlight = { job: j, gen: j.lease_generation, abort: new AbortController(), leaseAt: performance.now(), phase: "calling" };
+      const f: InFlight = { job: j, gen: j.lease_generation, abort: new JobAbort(), leaseAt: performance.now(), phase: "calling" };
       deps.limiter.admit(laneKey(j.target.url, j.tenant, j.host_limits), j.id, deps.limiter.limitsOf(j.host_limits), f, Date.now());
       // As the worker does: the call slot frees once the target has answered; the outcome's
       // write (batched) finishes the job after.

@@ -54,7 +54,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
       catchup,
       signingKeys: d.keyring?.keysFor(job.tenant, job.schedule_id),
       allowPrivateTargets: d.allowPrivateTargets,
-      signal: f.abort.signal,
+      abort: f.abort,
       ...asyncCallContext(job, f.gen),
     }));
   // The target is done with us: its call slot can serve the next job while this outcome is written.

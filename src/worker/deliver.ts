@@ -4,6 +4,8 @@ import { parseRetryAfter } from "./retry-after.ts";
 import { signatureHeader } from "./signature.ts";
 import { pinTarget, unpinMessage, type PinnedCall } from "./pinned-target.ts";
 import { TargetRefusedError } from "./target-guard.ts";
+import { CallDeadlines } from "./call-deadlines.ts";
+import type { JobAbort } from "./job-abort.ts";
 
 export interface DeliveryContext {
   attemptId: string;
@@ -13,8 +15,8 @@ export interface DeliveryContext {
   /** The keys this call is signed with (the job's schedule's, its tenant's, or the fallback); none: unsigned. */
   signingKeys?: readonly Uint8Array[];
   allowPrivateTargets: boolean;
-  /** Aborts the call: cooperative cancel, or a graceful stop that ran out of time. */
-  signal?: AbortSignal;
+  /** The job's abort, which aborts the call: cooperative cancel, a lost lease, or a graceful stop that ran out of time. */
+  abort?: JobAbort;
   /** Async jobs: the attempt's lease token (Scheduler-Lease-Token) and the call's own time limit. */
   leaseToken?: string;
   callTimeoutMs?: number;
@@ -88,7 +90,7 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
   }
   const body = job.target.body ?? "";
   const method = job.target.method;
-  const limit = callLimit(ctx.callTimeoutMs ?? job.timeout_ms, ctx.signal);
+  const limit = callLimit(ctx.callTimeoutMs ?? job.timeout_ms, ctx.abort);
   const { signal, timedOut } = limit;
   try {
     const headers = webhookHeaders(job, ctx, body, startedAt.getTime());
@@ -115,11 +117,12 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
     });
   } catch (err) {
     const c = classifyFetchError(err);
-    const aborted = ctx.signal?.aborted && !timedOut();
+    const outer = ctx.abort?.signal;
+    const aborted = outer?.aborted && !timedOut();
     return done({
       outcome: c.outcome,
       httpStatus: null,
-      error: aborted ? `call aborted: ${String(ctx.signal?.reason ?? "stopped")}` : unpinMessage(c.message, job.target.url, call),
+      error: aborted ? `call aborted: ${String(outer?.reason ?? "stopped")}` : unpinMessage(c.message, job.target.url, call),
       possiblyDelivered: c.possiblyDelivered,
       retryAfterMs: null,
       refused: false,
@@ -129,28 +132,30 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
   }
 }
 
+/** The time limits of every call of this process, on one timer. */
+const deadlines = new CallDeadlines();
+
 /**
- * One signal for a call: aborted by its time limit or by `outer` (a cancel, a stop). Ended
- * when the call is: its timer cleared and its listener removed. AbortSignal.timeout keeps
- * its timer (and the signal) alive for the whole limit after the call, and AbortSignal.any
- * left ~2 kB of garbage a call: in a herd, tens of MB at the peak of RSS.
+ * One signal for a call: aborted by its time limit or by the job (a cancel, a stop). Ended
+ * when the call is: its limit dropped, the job no longer pointing at it. AbortSignal.timeout
+ * keeps its timer (and the signal) alive for the whole limit after the call, and
+ * AbortSignal.any left ~2 kB of garbage a call: in a herd, tens of MB at the peak of RSS.
  */
-function callLimit(ms: number, outer: AbortSignal | undefined): { signal: AbortSignal; timedOut: () => boolean; end: () => void } {
+function callLimit(ms: number, outer: JobAbort | undefined): { signal: AbortSignal; timedOut: () => boolean; end: () => void } {
   const ac = new AbortController();
   let timedOut = false;
-  const timer = setTimeout(() => {
+  const deadline = deadlines.add(ms, () => {
     timedOut = true;
     ac.abort(new DOMException("The operation timed out.", "TimeoutError"));
-  }, ms);
-  const onAbort = () => ac.abort(outer?.reason);
-  if (outer?.aborted) onAbort();
-  else outer?.addEventListener("abort", onAbort, { once: true });
+  });
+  if (outer?.signal.aborted) ac.abort(outer.signal.reason);
+  else if (outer) outer.call = ac;
   return {
     signal: ac.signal,
     timedOut: () => timedOut,
     end: () => {
-      clearTimeout(timer);
-      outer?.removeEventListener("abort", onAbort);
+      deadlines.end(deadline);
+      if (outer?.call === ac) outer.call = null;
     },
   };
 }

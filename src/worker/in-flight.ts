@@ -1,5 +1,6 @@
 import type { Logger } from "../obs/log.ts";
 import type { ClaimedJob } from "../store/types.ts";
+import { JobAbort } from "./job-abort.ts";
 
 /** Where a claimed job is in its worker: the state diagram heads src/worker/worker.ts. */
 export type Phase = "claimed" | "gated" | "ready" | "held" | "verifying" | "starting" | "armed" | "calling" | "finishing";
@@ -7,7 +8,7 @@ export type Phase = "claimed" | "gated" | "ready" | "held" | "verifying" | "star
 export interface InFlight {
   job: ClaimedJob;
   gen: number;
-  abort: AbortController;
+  abort: JobAbort;
   /** performance.now() just before the last statement that extended the lease was sent. */
   leaseAt: number;
   /** Set only by InFlightJobs (it keeps the count of each phase). */
@@ -73,7 +74,7 @@ export class InFlightJobs {
   add(job: ClaimedJob, leaseAt: number): InFlight {
     const was = this.map.get(job.id);
     if (was) this.count(was, -1);
-    const f: InFlight = { job, gen: job.lease_generation, abort: new AbortController(), leaseAt, phase: "claimed" };
+    const f: InFlight = { job, gen: job.lease_generation, abort: new JobAbort(), leaseAt, phase: "claimed" };
     this.map.set(job.id, f);
     this.count(f, 1);
     return f;
