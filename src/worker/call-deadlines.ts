@@ -65,9 +65,11 @@ export class CallDeadlines {
     const { list } = line;
     while (line.head < list.length && list[line.head].fire === null) line.head++;
     if (line.head === list.length) {
-      if (line.live === 0) this.lines.delete(ms);
-      else line.list = [];
+      // Every entry ended: the line goes. One already dropped (its last call ended inside a
+      // limit's abort) may have been replaced by a new line for the same limit: not that one.
+      line.list = [];
       line.head = 0;
+      if (this.lines.get(ms) === line) this.lines.delete(ms);
       return;
     }
     const ended = list.length - line.head - line.live;

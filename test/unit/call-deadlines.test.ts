@@ -80,3 +80,21 @@ describe("JobAbort", () => {
     expect(idle.signal.aborted).toBe(true);
   });
 });
+
+describe("CallDeadlines, re-entrant", () => {
+  test("a limit's abort that ends the line's last call and starts another call of that limit: the new one still fires", async () => {
+    const d = new CallDeadlines();
+    const fired: string[] = [];
+    let other: ReturnType<CallDeadlines["add"]> | undefined;
+    d.add(10, () => {
+      fired.push("first");
+      d.end(other!); // the line is now empty and dropped
+      d.add(10, () => fired.push("new")); // a new line for the same limit
+    });
+    other = d.add(10, () => fired.push("other"));
+    await sleep(80);
+    expect(fired[0]).toBe("first");
+    expect(fired).toContain("new");
+    expect(d.size()).toBe(0);
+  });
+});
