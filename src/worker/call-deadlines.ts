@@ -8,7 +8,7 @@ export interface Deadline {
 /**
  * The time limits of the calls in flight, on one timer. A timer of its own for every call
  * (setTimeout, then clearTimeout when it answers) cost ~2 µs of the JS thread a call, in a
- * path of ~20 (bench/README.md, part 20); calls almost never reach their limit. Calls with
+ * path of ~25 (bench/README.md, part 20); calls almost never reach their limit. Calls with
  * the same limit end in the order they started, near enough, so each limit keeps a line in
  * deadline order and the timer waits for the earliest head of a line.
  */
