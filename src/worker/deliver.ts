@@ -4,7 +4,7 @@ import { parseRetryAfter } from "./retry-after.ts";
 import { signatureHeader } from "./signature.ts";
 import { pinTarget, unpinMessage, type PinnedCall } from "./pinned-target.ts";
 import { TargetRefusedError } from "./target-guard.ts";
-import { CallDeadlines } from "./call-deadlines.ts";
+import { Deadlines } from "../time/deadlines.ts";
 import type { JobAbort } from "./job-abort.ts";
 
 export interface DeliveryContext {
@@ -132,8 +132,14 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
   }
 }
 
-/** The time limits of every call of this process, on one timer. */
-const deadlines = new CallDeadlines();
+/** The time limits of every call of this process, on one timer: a call's limit times it out. */
+const limits = new Deadlines<AbortController, () => void>(
+  (timeOuts) => {
+    for (const timeOut of timeOuts) timeOut();
+  },
+  () => performance.now(),
+  true,
+);
 
 /**
  * One signal for a call: aborted by its time limit or by the job (a cancel, a stop). Ended
@@ -144,7 +150,7 @@ const deadlines = new CallDeadlines();
 function callLimit(ms: number, outer: JobAbort | undefined): { signal: AbortSignal; timedOut: () => boolean; end: () => void } {
   const ac = new AbortController();
   let timedOut = false;
-  const deadline = deadlines.add(ms, () => {
+  limits.hold(ac, performance.now() + ms, () => {
     timedOut = true;
     ac.abort(new DOMException("The operation timed out.", "TimeoutError"));
   });
@@ -154,7 +160,7 @@ function callLimit(ms: number, outer: JobAbort | undefined): { signal: AbortSign
     signal: ac.signal,
     timedOut: () => timedOut,
     end: () => {
-      deadlines.end(deadline);
+      limits.remove(ac);
       if (outer?.call === ac) outer.call = null;
     },
   };
