@@ -25,10 +25,6 @@ export class Deadlines<K, T> {
     return this.waiting.size;
   }
 
-  has(key: K): boolean {
-    return this.waiting.has(key);
-  }
-
   /** Holds `item` until `at` (on the `now` clock); a key held again keeps only the later hold. */
   hold(key: K, at: number, item: T): void {
     this.waiting.set(key, { at, item });

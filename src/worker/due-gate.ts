@@ -17,14 +17,6 @@ export class DueGate<T> {
     this.waiting = new Deadlines(release, now);
   }
 
-  get size(): number {
-    return this.waiting.size;
-  }
-
-  has(id: string): boolean {
-    return this.waiting.has(id);
-  }
-
   /**
    * Holds a job until `due` (a Date from the database, microseconds cut to ms: the gate
    * opens 1 ms after, never before).
