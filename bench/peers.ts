@@ -27,6 +27,7 @@ import { describeMachine, machineCpuSeconds, packageVersion } from "./lib/machin
 import { describeServer, environmentRows, type ServerInfo } from "./lib/server.ts";
 import { keyValues, percentile, quarterRates, table } from "./lib/stats.ts";
 import { perJob, type ThreadCpu } from "./lib/thread-cpu.ts";
+import { type PostgresCpu, postgresCpuSeconds, postgresPerJob, postmasterOf } from "./lib/postgres-cpu.ts";
 import { RecordingTarget } from "./lib/target.ts";
 import { costBetween, PgCost, type Cost } from "./peers/pg-cost.ts";
 import { acrossRounds, roundOrder } from "./peers/rounds.ts";
@@ -146,6 +147,10 @@ interface ScenarioResult extends Checks {
   machineCpuUs?: number;
   /** burst: processCpuUs by the delivering process's threads (bench/lib/thread-cpu.ts), same span. */
   threadCpuUs?: ThreadCpu;
+  /** The PostgreSQL server's processes by kind, µs a job (bench/lib/postgres-cpu.ts); only for a server on this machine. */
+  postgresCpuUs?: PostgresCpu;
+  /** This bench's own process (the recording target's HTTP server and its bookkeeping), µs a job. */
+  benchCpuUs?: number;
   exitCode: number;
   cost?: Cost;
   extra?: Record<string, number>;
@@ -166,10 +171,23 @@ interface CpuSample {
   process: number | undefined;
   threads: ThreadCpu | undefined;
   machine: { busy: number; total: number } | undefined;
+  postgres: PostgresCpu | undefined;
+  bench: number;
 }
 
+/** The throwaway server's postmaster, when it runs on this machine (set once in main). */
+let postmaster: number | undefined;
+
 function cpuSample(sys: System, target: RecordingTarget, phase: number): CpuSample {
-  return { delivered: target.delivered(phase), process: sys.cpuSeconds(), threads: sys.threadCpuSeconds(), machine: machineCpuSeconds() };
+  const own = process.cpuUsage();
+  return {
+    delivered: target.delivered(phase),
+    process: sys.cpuSeconds(),
+    threads: sys.threadCpuSeconds(),
+    machine: machineCpuSeconds(),
+    postgres: postmaster === undefined ? undefined : postgresCpuSeconds(postmaster),
+    bench: (own.user + own.system) / 1e6,
+  };
 }
 
 async function cpuAtFirstCall(sys: System, target: RecordingTarget, phase: number, deadline: number): Promise<CpuSample | undefined> {
@@ -294,6 +312,8 @@ async function runScenario(p: {
       if (cpu0.process !== undefined && cpu1.process !== undefined) r.processCpuUs = ((cpu1.process - cpu0.process) / jobs) * 1e6;
       if (cpu0.machine && cpu1.machine) r.machineCpuUs = ((cpu1.machine.busy - cpu0.machine.busy) / jobs) * 1e6;
       if (cpu0.threads && cpu1.threads) r.threadCpuUs = perJob(cpu0.threads, cpu1.threads, jobs);
+      if (cpu0.postgres && cpu1.postgres) r.postgresCpuUs = postgresPerJob(cpu0.postgres, cpu1.postgres, jobs);
+      r.benchCpuUs = ((cpu1.bench - cpu0.bench) / jobs) * 1e6;
     }
     const firsts = c.firsts.sort((a, b) => a - b);
     if (scenario === "burst" && firsts.length > 1) r.perSecond = (firsts.length / (firsts[firsts.length - 1] - firsts[0])) * 1000;
@@ -352,6 +372,16 @@ const THREAD_ROWS: [keyof ThreadCpu, string][] = [
   ["other", "the other threads"],
 ];
 
+/** The database server's CPU by its processes (bench/lib/postgres-cpu.ts), one row each. */
+const POSTGRES_ROWS: [keyof PostgresCpu, string][] = [
+  ["backends", "client backends"],
+  ["walwriter", "the WAL writer"],
+  ["autovacuum", "autovacuum"],
+  ["background", "checkpointer, bgwriter"],
+  ["exited", "exited processes"],
+  ["other", "the rest"],
+];
+
 const ROWS: Row[] = [
   { label: "burst: deliveries/s", higher: true, digits: 0, value: (r) => of(r, "burst")?.perSecond },
   { label: "herd: due → last call, s", higher: false, digits: 2, value: (r) => of(r, "herd")?.drainSeconds },
@@ -375,6 +405,17 @@ const ROWS: Row[] = [
   costPerBurstJob("statements / job (burst)", 3, (c) => c.statements),
   { label: "CPU µs / job, process (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.processCpuUs },
   ...THREAD_ROWS.map(([k, what]): Row => ({ label: `  of which ${what}`, higher: false, digits: 0, value: (r) => of(r, "burst")?.threadCpuUs?.[k] })),
+  {
+    label: "CPU µs / job, PostgreSQL (burst)",
+    higher: false,
+    digits: 0,
+    value: (r) => {
+      const p = of(r, "burst")?.postgresCpuUs;
+      return p && Object.values(p).reduce((a, b) => a + b, 0);
+    },
+  },
+  ...POSTGRES_ROWS.map(([k, what]): Row => ({ label: `  of which ${what}`, higher: false, digits: 0, value: (r) => of(r, "burst")?.postgresCpuUs?.[k] })),
+  { label: "CPU µs / job, bench and target (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.benchCpuUs },
   { label: "CPU µs / job, machine (burst)", higher: false, digits: 0, value: (r) => of(r, "burst")?.machineCpuUs },
   {
     label: "peak RSS MiB (max of scenarios)",
@@ -477,6 +518,8 @@ async function main(): Promise<number> {
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   try {
     server = await describeServer((q) => admin.unsafe(q) as never);
+    const [{ pid, port }] = await admin<{ pid: number; port: number | null }[]>`SELECT pg_backend_pid() AS pid, inet_client_port() AS port`;
+    postmaster = postmasterOf(pid, port);
   } finally {
     await admin.end();
   }
@@ -566,6 +609,9 @@ async function main(): Promise<number> {
     "CPU µs / job: user + system time of the delivering process (/proc/PID/stat), and busy time of the whole machine (/proc/stat: the database, the target and this bench too), first call → last, / the jobs delivered in that span (10 ms ticks).",
     "  of which: the same by the process's threads (/proc/PID/task): its JS thread, Bun's HTTP client thread (fetch), the JS engine's JIT compiler threads",
     "  (a new process compiles its hot code during the burst), and the others (garbage collector helpers, the allocator's scavenger, thread pools).",
+    "PostgreSQL: the same for the server's processes (children of its postmaster, when it runs on this machine), by kind: the client backends",
+    "  (every statement of the system), the WAL writer, autovacuum, checkpointer and background writer, those that exited meanwhile, the rest.",
+    "bench and target: this bench's own process, which is the webhook target every system calls (and its bookkeeping).",
     "",
   ];
   if (args.rounds > 1) out.push(`Statements and extras: round ${args.rounds}'s.`);

@@ -178,7 +178,7 @@ export class SchedulerProcess {
   }
 }
 
-const CLK_TCK = 100; // USER_HZ on every Linux we run on
+export const CLK_TCK = 100; // USER_HZ on every Linux we run on
 
 /** utime + stime, seconds, of a /proc/PID/stat or /proc/PID/task/TID/stat text. */
 export function statCpuSeconds(stat: string): number {
