@@ -25,7 +25,7 @@ import postgres from "postgres";
 import { duration, UsageError, whole } from "./lib/args.ts";
 import { describeMachine, machineCpuSeconds, packageVersion } from "./lib/machine.ts";
 import { describeServer, environmentRows, type ServerInfo } from "./lib/server.ts";
-import { keyValues, percentile, quarterRates, table } from "./lib/stats.ts";
+import { countsPerStep, keyValues, percentile, quarterRates, table } from "./lib/stats.ts";
 import { perJob, type ThreadCpu } from "./lib/thread-cpu.ts";
 import { type PostgresCpu, postgresCpuSeconds, postgresPerJob, postmasterOf } from "./lib/postgres-cpu.ts";
 import { RecordingTarget } from "./lib/target.ts";
@@ -136,6 +136,8 @@ interface ScenarioResult extends Checks {
   drainSeconds?: number;
   /** herd: calls/s in each quarter of its first calls (quarterRates): equal when the drain keeps one rate. */
   herdQuarterRates?: number[];
+  /** herd: first calls in each half second from the due instant, to see where a drain slows. */
+  herdTimeline?: number[];
   lagP50?: number;
   lagP99?: number;
   /** lag p99 without the first tenth of the jobs by due instant: the process past its first calls after its start. */
@@ -320,6 +322,7 @@ async function runScenario(p: {
     if (scenario === "herd" && firsts.length) {
       r.drainSeconds = (firsts[firsts.length - 1] - dueInstant) / 1000;
       r.herdQuarterRates = quarterRates(firsts);
+      r.herdTimeline = countsPerStep(firsts, dueInstant, 500);
     }
     if (scenario === "lag" && c.lags.length) {
       const lags = c.lags.sort((a, b) => a - b);
@@ -427,6 +430,17 @@ const ROWS: Row[] = [
     },
   },
 ];
+
+/** A scenario's most frequent statements, one line each: per job, server µs per job, mean ms per call, rows per call, its text. */
+function topStatements(title: string, top: NonNullable<Cost["top"]>, jobs: number): string[] {
+  return [
+    `${title} (top ${top.length}): per job, server µs per job, mean ms per call, rows per call`,
+    ...top.map(
+      (t) =>
+        `  ${(t.calls / jobs).toFixed(3).padStart(7)} ${((t.ms * 1000) / jobs).toFixed(1).padStart(7)} ${(t.ms / t.calls).toFixed(2).padStart(7)} ${(t.rows / t.calls).toFixed(0).padStart(5)}  ${t.query.replace(/\s+/g, " ").slice(0, 100)}`,
+    ),
+  ];
+}
 
 /** The figures of every round (one map per round: system → its scenarios), medians over rounds. */
 function comparison(rounds: Map<string, ScenarioResult[]>[], names: string[]): string {
@@ -618,22 +632,8 @@ async function main(): Promise<number> {
   for (const [name, rs] of results) {
     const b = of(rs, "burst");
     const h = of(rs, "herd");
-    if (h?.cost?.top) {
-      out.push(`${name}: statements per job in the herd, creation included (top ${h.cost.top.length}): per job, server µs per job, mean ms per call`);
-      for (const t of h.cost.top) {
-        out.push(
-          `  ${(t.calls / h.jobs).toFixed(3).padStart(7)} ${((t.ms * 1000) / h.jobs).toFixed(1).padStart(7)} ${(t.ms / t.calls).toFixed(2).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 100)}`,
-        );
-      }
-    }
-    if (b?.cost?.top) {
-      out.push(`${name}: statements per job in the burst (top ${b.cost.top.length}): per job, server µs per job, mean ms per call`);
-      for (const t of b.cost.top) {
-        out.push(
-          `  ${(t.calls / b.jobs).toFixed(3).padStart(7)} ${((t.ms * 1000) / b.jobs).toFixed(1).padStart(7)} ${(t.ms / t.calls).toFixed(2).padStart(7)}  ${t.query.replace(/\s+/g, " ").slice(0, 100)}`,
-        );
-      }
-    }
+    if (h?.cost?.top) out.push(...topStatements(`${name}: statements per job in the herd, creation included`, h.cost.top, h.jobs));
+    if (b?.cost?.top) out.push(...topStatements(`${name}: statements per job in the burst`, b.cost.top, b.jobs));
     if (b?.extra)
       out.push(
         `${name}: ${Object.entries(b.extra)

@@ -26,6 +26,17 @@ export function quarterRates(sorted: number[]): number[] | undefined {
   return out;
 }
 
+/** How many of an ascending list of instants (ms) fall in each `stepMs` from `from` on (the ones before `from` in the first). */
+export function countsPerStep(sorted: number[], from: number, stepMs: number): number[] {
+  const out: number[] = [];
+  for (const t of sorted) {
+    const i = Math.max(0, Math.floor((t - from) / stepMs));
+    while (out.length <= i) out.push(0);
+    out[i]++;
+  }
+  return out;
+}
+
 export interface CpuShare {
   /** Percent of one core over the phase (200 = two cores busy). */
   scheduler: number | null;

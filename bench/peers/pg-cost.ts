@@ -16,6 +16,8 @@ export interface CostSnapshot {
   statements?: Map<string, number>;
   /** Execution time (ms) per normalised query text, alongside `statements`. */
   execMs?: Map<string, number>;
+  /** Rows returned or changed per normalised query text, alongside `statements`. */
+  rows?: Map<string, number>;
 }
 
 export interface Cost {
@@ -26,8 +28,8 @@ export interface Cost {
   walFpi?: number;
   /** All statements but transaction control (BEGIN, COMMIT, ...); undefined without pg_stat_statements. */
   statements?: number;
-  /** The statements that ran most, with their counts and their execution time in the server (ms). */
-  top?: { query: string; calls: number; ms: number }[];
+  /** The statements that ran most, with their counts, their execution time in the server (ms) and the rows they returned or changed. */
+  top?: { query: string; calls: number; ms: number; rows: number }[];
 }
 
 // BEGIN/COMMIT are the commits, counted already; they would double the statement figure of a
@@ -75,11 +77,13 @@ export class PgCost {
       // Before PostgreSQL 14: no pg_stat_wal, no WAL figures.
     }
     if (statements) {
-      const rows = await this.sql<{ query: string; calls: string; ms: number }[]>`
-        SELECT s.query, sum(s.calls)::text AS calls, sum(s.total_exec_time)::float8 AS ms FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+      const rows = await this.sql<{ query: string; calls: string; ms: number; rows: string }[]>`
+        SELECT s.query, sum(s.calls)::text AS calls, sum(s.total_exec_time)::float8 AS ms, sum(s.rows)::text AS rows
+        FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
         WHERE d.datname = ${db} AND s.toplevel GROUP BY s.query`;
       snap.statements = new Map(rows.map((r) => [r.query, Number(r.calls)]));
       snap.execMs = new Map(rows.map((r) => [r.query, Number(r.ms)]));
+      snap.rows = new Map(rows.map((r) => [r.query, Number(r.rows)]));
     }
     return snap;
   }
@@ -94,11 +98,12 @@ export function costBetween(a: CostSnapshot, b: CostSnapshot): Cost {
   if (a.walBytes !== undefined && b.walBytes !== undefined) cost.walBytes = b.walBytes - a.walBytes;
   if (a.walFpi !== undefined && b.walFpi !== undefined) cost.walFpi = b.walFpi - a.walFpi;
   if (a.statements && b.statements) {
-    const per: { query: string; calls: number; ms: number }[] = [];
+    const per: { query: string; calls: number; ms: number; rows: number }[] = [];
     for (const [query, calls] of b.statements) {
       const d = calls - (a.statements.get(query) ?? 0);
       const ms = (b.execMs?.get(query) ?? 0) - (a.execMs?.get(query) ?? 0);
-      if (d > 0 && !TRANSACTION_CONTROL.test(query)) per.push({ query, calls: d, ms });
+      const rows = (b.rows?.get(query) ?? 0) - (a.rows?.get(query) ?? 0);
+      if (d > 0 && !TRANSACTION_CONTROL.test(query)) per.push({ query, calls: d, ms, rows });
     }
     per.sort((x, y) => y.calls - x.calls);
     cost.statements = per.reduce((s, x) => s + x.calls, 0);

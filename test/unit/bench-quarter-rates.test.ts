@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { quarterRates } from "../../bench/lib/stats.ts";
+import { countsPerStep, quarterRates } from "../../bench/lib/stats.ts";
 
 // bench:peers' herd rows (README "peers"): a drain at one rate must read as four equal figures,
 // and a drain that slows down must show it in its last quarter.
@@ -22,5 +22,15 @@ describe("quarterRates", () => {
 
   test("too few calls for four quarters: none", () => {
     expect(quarterRates([1, 2, 3, 4, 5, 6, 7])).toBeUndefined();
+  });
+});
+
+describe("countsPerStep", () => {
+  test("instants counted in each step from the start, empty steps as 0, earlier ones in the first", () => {
+    expect(countsPerStep([990, 1000, 1100, 1499, 1500, 2600], 1000, 500)).toEqual([4, 1, 0, 1]);
+  });
+
+  test("no instants: no steps", () => {
+    expect(countsPerStep([], 0, 500)).toEqual([]);
   });
 });
