@@ -21,6 +21,8 @@ interface Code {
   start: number;
   end: number;
   name: string;
+  /** When it was compiled (ns, CLOCK_MONOTONIC: perf's clock with -k 1). */
+  at: number;
 }
 
 /** JIT_CODE_LOAD records of a JITDump file (the perf jitdump format, version 1). */
@@ -31,21 +33,28 @@ export function jitCode(path: string): Code[] {
   for (let off = b.readUInt32LE(8); off + 16 <= b.length; ) {
     const id = b.readUInt32LE(off);
     const size = b.readUInt32LE(off + 4);
+    const at = Number(b.readBigUInt64LE(off + 8));
     if (size === 0) break;
     if (id === 0) {
       const addr = Number(b.readBigUInt64LE(off + 16 + 16));
       const len = Number(b.readBigUInt64LE(off + 16 + 24));
       const nameAt = off + 16 + 40;
       const name = b.toString("utf8", nameAt, b.indexOf(0, nameAt));
-      code.push({ start: addr, end: addr + len, name });
+      code.push({ start: addr, end: addr + len, name, at });
     }
     off += size;
   }
   return code.sort((x, y) => x.start - y.start);
 }
 
-export function resolver(code: Code[]): (ip: number) => string | undefined {
-  return (ip) => {
+/**
+ * Names an address at an instant (ns): the code compiled there last before it. The engine
+ * frees code it throws away and compiles new code into the same memory, so one address can
+ * hold several functions over a run.
+ */
+export function resolver(code: Code[]): (ip: number, at: number) => string | undefined {
+  const longest = code.reduce((m, c) => Math.max(m, c.end - c.start), 0);
+  return (ip, at) => {
     let lo = 0;
     let hi = code.length - 1;
     while (lo <= hi) {
@@ -53,8 +62,12 @@ export function resolver(code: Code[]): (ip: number) => string | undefined {
       if (code[mid].start <= ip) lo = mid + 1;
       else hi = mid - 1;
     }
-    const c = code[hi];
-    return c && ip < c.end ? c.name : undefined;
+    let best: Code | undefined;
+    for (let i = hi; i >= 0 && code[i].start > ip - longest; i--) {
+      const c = code[i];
+      if (ip < c.end && c.at <= at && (!best || c.at > best.at)) best = c;
+    }
+    return best?.name;
   };
 }
 
@@ -72,7 +85,7 @@ function main(): void {
   const tid = tidArg ?? /jit-\d+-(\d+)\.dump$/.exec(dump)?.[1];
   if (!tid) throw new Error("no thread id: give it, or a dump named jit-<n>-<pid>.dump");
   const name = resolver(jitCode(dump));
-  const out = Bun.spawnSync(["perf", "script", "-i", perfData, "--tid", tid, "-F", "ip,sym,dso"], { stderr: "ignore" });
+  const out = Bun.spawnSync(["perf", "script", "-i", perfData, "--tid", tid, "-F", "time,ip,sym,dso", "--ns"], { stderr: "ignore" });
   const self = new Map<string, number>();
   const inclusive = new Map<string, number>();
   const groups = new Map<string, number>();
@@ -80,12 +93,14 @@ function main(): void {
   let samples = 0;
   for (const block of out.stdout.toString().split("\n\n")) {
     const frames: string[] = [];
+    const time = /^\s*(\d+)\.(\d{9}):/m.exec(block);
+    const at = time ? Number(time[1]) * 1e9 + Number(time[2]) : Number.POSITIVE_INFINITY;
     for (const line of block.split("\n")) {
       const m = /^\s*([0-9a-f]+)\s+(.*?)\s*\((.*)\)\s*$/.exec(line);
       if (!m) continue;
       const sym = m[2];
       if (!sym.startsWith("[unknown]")) frames.push(m[3].includes("kernel") ? `kernel: ${sym}` : sym);
-      else frames.push(name(Number.parseInt(m[1], 16)) ?? `native: ${m[3].split("/").pop()}`);
+      else frames.push(name(Number.parseInt(m[1], 16), at) ?? `native: ${m[3].split("/").pop()}`);
     }
     if (frames.length === 0) continue;
     samples++;
