@@ -54,7 +54,9 @@ export async function insertJobs(db: Db, jobs: NewJob[], payloads: Payload[] = [
 
 /** insertJobs inside a transaction the caller holds. */
 export async function insertJobsIn(q: Queryable, jobs: NewJob[]): Promise<InsertResult[]> {
-  const decided = await q.query<InsertedColumns>(sql("InsertJobs"), [insertJson(jobs)]);
+  // Without a key in the batch nothing can conflict: the insert skips ON CONFLICT's speculative path.
+  const keyed = jobs.some((j) => j.idempotency_key !== null);
+  const decided = await q.query<InsertedColumns>(sql(keyed ? "InsertJobs" : "InsertJobsUnkeyed"), [insertJson(jobs)]);
   const given = new Map(jobs.map((j) => [j.id, j]));
   const inserted = decided.map((d) => insertedRow(given.get(d.id)!, d));
   const byId = new Map(inserted.map((j) => [j.id, j]));

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { insertJobs, insertJson } from "../../src/store/jobs.ts";
+import { withTestFaults } from "../../src/store/test-faults.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { jobRow, newJob } from "../helpers/jobs.ts";
 
@@ -69,6 +70,34 @@ for (const driver of DRIVERS) {
       ]);
       expect(h.held).toBe(true);
       expect(ms(h.shown)).toBe((held.scheduled_for as Date).getTime());
+    });
+
+    test("a batch without keys (InsertJobsUnkeyed) and one with (InsertJobs) write the same rows; keys still dedupe", async () => {
+      const due = new Date("2031-03-04T05:06:07.089Z");
+      // Which statement a batch takes: the other one, made to fail, must not run.
+      const failing = (query: string) => withTestFaults(t.db, [{ query, code: "40P01", probability: 1 }]);
+      const unkeyed = [newJob({ due_at: due }), newJob({ due_at: due })];
+      const unkeyedResults = await insertJobs(failing("InsertJobs"), unkeyed);
+      expect(unkeyedResults.map((r) => r.kind)).toEqual(["created", "created"]);
+      await expect(insertJobs(failing("InsertJobsUnkeyed"), [newJob({ due_at: due })])).rejects.toThrow();
+
+      const key = `k-${Bun.randomUUIDv7()}`;
+      const mixed = [newJob({ due_at: due }), newJob({ due_at: due, idempotency_key: key, request_hash: "h1" })];
+      expect((await insertJobs(failing("InsertJobsUnkeyed"), mixed)).map((r) => r.kind)).toEqual(["created", "created"]);
+      await expect(insertJobs(failing("InsertJobs"), [newJob({ due_at: due, idempotency_key: `k-${Bun.randomUUIDv7()}` })])).rejects.toThrow();
+      // The key repeated beside an unkeyed job: that one is created, the repeat finds the first.
+      const again = [newJob({ due_at: due }), newJob({ due_at: due, idempotency_key: key, request_hash: "h1" })];
+      const r = await insertJobs(t.db, again);
+      expect(r.map((x) => x.kind)).toEqual(["created", "existing"]);
+      expect(r[1].job.id).toBe(mixed[1].id);
+
+      // Rows alike whichever statement wrote them.
+      const cols = (row: Record<string, unknown>) => {
+        const rest = { ...row };
+        for (const k of ["id", "idempotency_key", "request_hash", "created_at", "updated_at", "lease_key", "slot"]) delete rest[k];
+        return rest;
+      };
+      expect(cols(await jobRow(t.db, unkeyed[0].id))).toEqual(cols(await jobRow(t.db, mixed[1].id)));
     });
 
     test("a delay is counted from the database's now(), as before", async () => {
