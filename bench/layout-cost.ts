@@ -11,7 +11,8 @@
  *   hot        no jobs index names `status` (all dropped); due jobs in a narrow due_queue
  *              table (claimed by DELETE … RETURNING) and leased ones in in_flight, so the
  *              jobs row's two updates are HOT
- *   no-tenant  today without jobs_tenant_id (the one index every version of every job enters)
+ *   tenant-index  today with jobs_tenant_id (tenant, id) back, as before migration 028: the one
+ *              index every version of every job entered (a tenant's listing now walks job_tenants)
  *   path-only  today with only the delivery path's jobs indexes (primary key, the claim's,
  *              in-flight, finished)
  *   at-end     today, but the open attempt lives in the jobs row (its id and start, written
@@ -25,7 +26,7 @@
  * this machine, as `npm run bench:layout` starts it), deliveries a second of the loop, the
  * share of HOT updates of jobs and the WAL written.
  *
- *   npm run bench:layout -- [--jobs 40000] [--rounds 2] [--layouts today,hot,no-tenant,path-only,at-end,no-attempt]
+ *   npm run bench:layout -- [--jobs 40000] [--rounds 2] [--layouts today,hot,tenant-index,path-only,at-end,no-attempt]
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -37,7 +38,7 @@ import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
 
 const USAGE =
-  "usage: bun bench/layout-cost.ts [--jobs N] [--rounds N] [--layouts today,hot,no-tenant,path-only,at-end,no-attempt]   (npm run bench:layout -- …)";
+  "usage: bun bench/layout-cost.ts [--jobs N] [--rounds N] [--layouts today,hot,tenant-index,path-only,at-end,no-attempt]   (npm run bench:layout -- …)";
 const { values } = parseArgs({ options: { jobs: { type: "string" }, rounds: { type: "string" }, layouts: { type: "string" }, help: { type: "boolean" } } });
 if (values.help) {
   console.log(USAGE);
@@ -48,7 +49,7 @@ const N = flag("jobs", values.jobs, 40_000);
 const ROUNDS = flag("rounds", values.rounds, 2);
 const CLAIM_BATCH = 200;
 const COMPLETE_BATCH = 50;
-const LAYOUTS = ["today", "hot", "no-tenant", "path-only", "at-end", "no-attempt"] as const;
+const LAYOUTS = ["today", "hot", "tenant-index", "path-only", "at-end", "no-attempt"] as const;
 type Layout = (typeof LAYOUTS)[number];
 const layouts = (values.layouts ?? LAYOUTS.join(",")).split(",").map((l) => l.trim()) as Layout[];
 for (const l of layouts)
@@ -67,7 +68,7 @@ function cpuUs(pid: number): number {
 const PATH_INDEXES = ["jobs_pkey", "jobs_scheduled_tenant_class_id", "jobs_in_flight", "jobs_finished"];
 
 async function shape(sql: postgres.Sql, layout: Layout): Promise<void> {
-  if (layout === "no-tenant") await sql`DROP INDEX jobs_tenant_id`;
+  if (layout === "tenant-index") await sql`CREATE INDEX jobs_tenant_id ON jobs (tenant, id)`;
   if (layout === "path-only")
     for (const r of await sql`SELECT indexname FROM pg_indexes WHERE tablename = 'jobs' AND indexname <> ALL(${PATH_INDEXES})`)
       await sql.unsafe(`DROP INDEX ${r.indexname}`);
