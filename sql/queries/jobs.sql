@@ -54,52 +54,45 @@ SELECT * FROM jobs WHERE id = $1::uuid AND ($2::text IS NULL OR tenant = $2);
 -- name: GetJobsByKeys
 SELECT * FROM jobs WHERE tenant = $1 AND idempotency_key = ANY($2::text[]);
 
+-- name: _JobListFilters
+-- The filters every job listing shares (its job rows as `j`): status, schedule, due range.
+  AND ($1::text IS NULL OR j.status = $1)
+  AND ($2::text IS NULL OR j.schedule_id = $2)
+  AND ($3::timestamptz IS NULL OR j.due_at < $3)
+  AND ($4::timestamptz IS NULL OR j.due_at >= $4)
+
 -- name: ListJobs
 -- Every tenant's jobs (an admin's listing). Keyset pagination on id (UUIDv7, so creation
 -- order). Bounded by $6.
-SELECT * FROM jobs
-WHERE ($1::text IS NULL OR status = $1)
-  AND ($2::text IS NULL OR schedule_id = $2)
-  AND ($3::timestamptz IS NULL OR due_at < $3)
-  AND ($4::timestamptz IS NULL OR due_at >= $4)
-  AND ($5::uuid IS NULL OR id > $5)
-ORDER BY id
+SELECT j.* FROM jobs j
+WHERE ($5::uuid IS NULL OR j.id > $5)
+-- use: _JobListFilters
+ORDER BY j.id
 LIMIT $6;
 
 -- name: ListJobsNewest
 -- ListJobs newest first (the dashboard's recent jobs): the same filters, the keyset walks
 -- down from the cursor. Bounded by $6.
-SELECT * FROM jobs
-WHERE ($1::text IS NULL OR status = $1)
-  AND ($2::text IS NULL OR schedule_id = $2)
-  AND ($3::timestamptz IS NULL OR due_at < $3)
-  AND ($4::timestamptz IS NULL OR due_at >= $4)
-  AND ($5::uuid IS NULL OR id < $5)
-ORDER BY id DESC
+SELECT j.* FROM jobs j
+WHERE ($5::uuid IS NULL OR j.id < $5)
+-- use: _JobListFilters
+ORDER BY j.id DESC
 LIMIT $6;
 
 -- name: ListTenantJobs
 -- ListJobs of one tenant ($7): its ids in order from job_tenants (028), each job by its
 -- primary key. Bounded by $6.
 SELECT j.* FROM job_tenants t JOIN jobs j ON j.id = t.id
-WHERE t.tenant = $7
-  AND ($1::text IS NULL OR j.status = $1)
-  AND ($2::text IS NULL OR j.schedule_id = $2)
-  AND ($3::timestamptz IS NULL OR j.due_at < $3)
-  AND ($4::timestamptz IS NULL OR j.due_at >= $4)
-  AND ($5::uuid IS NULL OR t.id > $5)
+WHERE t.tenant = $7 AND ($5::uuid IS NULL OR t.id > $5)
+-- use: _JobListFilters
 ORDER BY t.id
 LIMIT $6;
 
 -- name: ListTenantJobsNewest
 -- ListTenantJobs newest first. Bounded by $6.
 SELECT j.* FROM job_tenants t JOIN jobs j ON j.id = t.id
-WHERE t.tenant = $7
-  AND ($1::text IS NULL OR j.status = $1)
-  AND ($2::text IS NULL OR j.schedule_id = $2)
-  AND ($3::timestamptz IS NULL OR j.due_at < $3)
-  AND ($4::timestamptz IS NULL OR j.due_at >= $4)
-  AND ($5::uuid IS NULL OR t.id < $5)
+WHERE t.tenant = $7 AND ($5::uuid IS NULL OR t.id < $5)
+-- use: _JobListFilters
 ORDER BY t.id DESC
 LIMIT $6;
 
