@@ -45,6 +45,8 @@ UPDATE jobs j SET
   scheduled_for = coalesce($2::timestamptz, now()) + make_interval(secs => x.offset_ms / 1000),
   tries = 0, throttle_until = NULL, version = j.version + 1, replays = j.replays + 1,
   replay = true, catchup = false, start_by = NULL, cancel_requested = false,
+  -- In progress again: a held occurrence may come to wait behind it, whatever the policy was (029).
+  releases_held = j.releases_held OR j.schedule_id IS NOT NULL,
   lease_owner = NULL, lease_until = NULL, queued_at = NULL,
   finished_at = NULL, dead_reason = NULL, updated_at = now()
 FROM unnest($1::uuid[], $3::int[], $4::float8[]) AS x(id, ver, offset_ms)

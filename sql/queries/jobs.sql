@@ -15,19 +15,19 @@
 INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, priority, idempotency_key, request_hash,
                   schedule_id, nominal_time, target, max_attempts, backoff_base_ms,
                   backoff_max_ms, timeout_ms, expires_at, window_ms, async,
-                  start_by, catchup_after, catchup, host_limits, verify_url)
+                  start_by, catchup_after, catchup, host_limits, verify_url, releases_held)
 SELECT r.id, r.tenant, 'scheduled', d.due_at, coalesce(to_timestamp(r.scheduled_for_ms / 1000), d.due_at), r.priority,
        r.idempotency_key, r.request_hash,
        r.schedule_id, to_timestamp(r.nominal_time_ms / 1000), r.target::jsonb, r.max_attempts, r.backoff_base_ms,
        r.backoff_max_ms, r.timeout_ms, to_timestamp(r.expires_at_ms / 1000), r.window_ms, r.async,
        to_timestamp(r.start_by_ms / 1000), to_timestamp(r.catchup_after_ms / 1000), coalesce(r.catchup, false),
-       r.host_limits::jsonb, r.verify_url
+       r.host_limits::jsonb, r.verify_url, coalesce(r.releases_held, false)
 FROM json_to_recordset($1::text::json) AS r(
   id uuid, tenant text, due_at_ms float8, delay_ms bigint, scheduled_for_ms float8, priority int, idempotency_key text,
   request_hash text, schedule_id text, nominal_time_ms float8, target json,
   max_attempts int, backoff_base_ms bigint, backoff_max_ms bigint, timeout_ms bigint,
   expires_at_ms float8, window_ms bigint, async boolean,
-  start_by_ms float8, catchup_after_ms float8, catchup boolean, host_limits json, verify_url text)
+  start_by_ms float8, catchup_after_ms float8, catchup boolean, host_limits json, verify_url text, releases_held boolean)
 CROSS JOIN LATERAL (
   -- "Infinity" (a held occurrence) becomes 'infinity'; the division keeps whole milliseconds exact.
   SELECT coalesce(to_timestamp(r.due_at_ms / 1000), now() + make_interval(secs => coalesce(r.delay_ms, 0)::float8 / 1000)) AS due_at

@@ -51,6 +51,27 @@ FROM jsonb_to_record($1::text::jsonb) AS r(tenant text, id text, cron text, time
 WHERE s.tenant = r.tenant AND s.id = r.id AND s.version = r.version
 RETURNING s.*;
 
+-- name: FlagReleasingOccurrences
+-- A schedule just changed to overlap=queue: its occurrences in progress were made under a
+-- policy that never holds one back, so their finish did not run the release (029). From now
+-- the generator may hold the next one behind them. Under the schedule's row lock (the
+-- generator takes it too); a job finishing meanwhile holds its own row lock, so this waits
+-- and sees it finished (nothing can wait behind it) or flags it before it finishes.
+UPDATE jobs SET releases_held = true
+WHERE tenant = $1 AND schedule_id = $2 AND status IN ('scheduled', 'queued', 'running')
+  AND NOT releases_held;
+
+-- name: ReleaseAllHeld
+-- A schedule just changed from overlap=queue to allow: nothing waits for the one before any
+-- more, so every held occurrence is due now. Left held, one could wait for ever: under allow
+-- new occurrences do not run the release when they finish (029), and the generator does not
+-- look for held ones. Start-by and catch-up count from the release, as in ReleaseOldestHeld.
+UPDATE jobs SET due_at = now(), updated_at = now(), scheduled_for = now(),
+  start_by = now() + (start_by - scheduled_for),
+  catchup_after = now() + (catchup_after - scheduled_for)
+WHERE tenant = $1 AND schedule_id = $2 AND status = 'scheduled' AND due_at = 'infinity'
+RETURNING id, due_at;
+
 -- name: DeleteSchedule
 DELETE FROM schedules WHERE tenant = $1 AND id = $2 RETURNING *;
 

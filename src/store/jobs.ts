@@ -32,6 +32,8 @@ export interface NewJob {
   catchup?: boolean;
   host_limits?: HostLimits | null;
   verify_url?: string | null;
+  /** An occurrence a held one may wait behind: its finish runs the release (029). */
+  releases_held?: boolean;
 }
 
 export type InsertResult =
@@ -120,6 +122,7 @@ export function insertJson(jobs: NewJob[]): string {
       if (j.catchup !== undefined) o.catchup = j.catchup;
       if (j.host_limits != null) o.host_limits = j.host_limits;
       if (j.verify_url != null) o.verify_url = j.verify_url;
+      if (j.releases_held) o.releases_held = true;
       return o;
     }),
   );
@@ -143,6 +146,7 @@ function insertedRow(j: NewJob, d: InsertedColumns): JobRow {
     replays: 0,
     dead_streak: 0,
     replay: false,
+    releases_held: j.releases_held ?? false,
     updated_at: d.created_at,
     tenant: j.tenant,
     priority: j.priority,

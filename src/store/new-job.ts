@@ -117,6 +117,8 @@ function fromSchedule(s: ScheduleRow, nominal: Date) {
     async: s.async ?? false,
     host_limits: s.host_limits ?? null,
     verify_url: s.verify_url ?? null,
+    // Only overlap=queue holds an occurrence back, so only its occurrences release one (029).
+    releases_held: s.overlap === "queue",
   };
 }
 
@@ -144,5 +146,7 @@ export function occurrenceJob(s: ScheduleRow, occ: PlacedOccurrence): NewJob {
  * in the inserting transaction), no window, no start-by; overlap does not apply.
  */
 export function triggeredJob(s: ScheduleRow, now: Date): NewJob {
-  return { ...fromSchedule(s, now), due_at: now, window_ms: 0 };
+  // Read outside the inserting transaction: the schedule may turn to overlap=queue meanwhile,
+  // and a held occurrence could then wait behind this run. A manual run is rare: always flagged.
+  return { ...fromSchedule(s, now), due_at: now, window_ms: 0, releases_held: true };
 }

@@ -165,6 +165,11 @@ export async function updateSchedule(
     const next = change(current, (await transactionNow(q)).getTime());
     const row = (await q.query<ScheduleRow>(sql("ReplaceSchedule"), [JSON.stringify({ ...next, version: current.version })]))[0];
     if (!row) return { kind: "version", current: current.version };
+    if (row.overlap === "queue" && current.overlap !== "queue") await q.query(sql("FlagReleasingOccurrences"), [tenant, id]);
+    if (row.overlap === "allow" && current.overlap === "queue") {
+      const released = await q.query<{ due_at: Date }>(sql("ReleaseAllHeld"), [tenant, id]);
+      if (released.length > 0) await q.query(sql("NotifyDue"), [String(released[0].due_at.getTime())]);
+    }
     if (!row.paused) await wake(q, row.next_fire_at);
     await insertAudit(q, { actor: by.actor, tenant, action: by.action, objectId: id, reason: by.reason ?? null, details: { version: row.version } });
     return { kind: "updated", row };

@@ -81,6 +81,8 @@ export interface JobRow {
   dead_signature: string | null;
   dead_streak: number;
   replay: boolean;
+  /** Its finish releases a held occurrence of its schedule, if one waits (029_release_flag.sql). */
+  releases_held: boolean;
   /** 0..4095 from the id: the job's shard is slot × SCHEDULER_SHARDS / 4096. */
   slot: number;
   finished_at: Date | null;

@@ -86,6 +86,8 @@ describe("overlap=queue: two occurrences finishing at once release the held one 
         schedule_id: "q",
         nominal_time: new Date(Date.UTC(2030, 0, 1, 0, n)),
         idempotency_key: `q@${n}`,
+        // As the generator makes an overlap=queue schedule's occurrences: each runs the release (029).
+        releases_held: true,
         ...(held
           ? {
               due_at: "infinity" as const,

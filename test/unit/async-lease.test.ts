@@ -73,6 +73,7 @@ function job(over: Partial<JobRow> = {}): JobRow {
     dead_signature: null,
     dead_streak: 0,
     replay: false,
+    releases_held: false,
     slot: 0,
     finished_at: null,
     created_at: new Date(0),
