@@ -10,11 +10,11 @@ WHERE job_id = $1::uuid AND possibly_delivered ORDER BY number DESC LIMIT 1;
 -- processed: the job ends succeeded without another call, under the same owner ($1) and
 -- lease generation ($3) as any completion, and that attempt is marked verified. A cancel
 -- asked meanwhile does not win: the call's effect happened (as in CompleteAttempts).
--- The job's schedule is locked first, in the order CompleteAttempts takes it: the release
--- trigger fired by this update locks it too.
+-- The job's schedule is locked first, in the order CompleteAttempts takes it, when the release
+-- trigger fired by this update locks it too (releases_held, 029).
 WITH locked AS (
   SELECT s.id FROM schedules s JOIN jobs o ON s.tenant = o.tenant AND s.id = o.schedule_id
-  WHERE o.id = $2::uuid
+  WHERE o.id = $2::uuid AND o.releases_held
   FOR NO KEY UPDATE OF s
 ), j AS (
   UPDATE jobs j SET status = 'succeeded', lease_owner = NULL, lease_until = NULL,

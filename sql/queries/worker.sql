@@ -107,10 +107,14 @@ WITH r AS (
   -- finishes fires the release trigger, which locks its schedule; left to the trigger, the
   -- locks are taken in job order, and two batches can each hold a schedule the other waits
   -- for (a deadlock). Taken here in one order, a batch waits at most for a whole other one.
+  -- Only the occurrences whose finish runs the release (releases_held, 029): no other one
+  -- takes its schedule's lock. One flagged after this read (its schedule just changed to
+  -- queue) is updated only once that change committed, and its release then waits for no
+  -- lock this batch holds.
   SELECT s.tenant, s.id FROM schedules s
   WHERE (s.tenant, s.id) IN (
     SELECT o.tenant, o.schedule_id FROM jobs o
-    WHERE o.id = ANY(ARRAY(SELECT job_id FROM r)) AND o.schedule_id IS NOT NULL)
+    WHERE o.id = ANY(ARRAY(SELECT job_id FROM r)) AND o.schedule_id IS NOT NULL AND o.releases_held)
   ORDER BY s.tenant, s.id
   FOR NO KEY UPDATE
 ), j AS (

@@ -53,6 +53,18 @@ export async function freshDb(driver: DriverName): Promise<TestDb> {
   };
 }
 
+/**
+ * Applies every migration before `version`, as an older release left the database: a
+ * migration's test then puts rows in and runs `migrate` to apply the rest.
+ */
+export async function migrateBefore(db: Db, version: number): Promise<void> {
+  await db.exec("CREATE TABLE scheduler_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+  for (const m of MIGRATIONS.filter((m) => m.version < version)) {
+    await db.exec(m.sql);
+    await db.query("INSERT INTO scheduler_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
+  }
+}
+
 /** A new database on the test server: empty (processes started on it migrate it themselves), or migrated. */
 export async function createDatabase(opts: { migrated?: boolean } = {}): Promise<string> {
   const template = opts.migrated ? ` TEMPLATE ${await postgresTemplate()}` : "";

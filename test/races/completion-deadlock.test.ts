@@ -37,7 +37,7 @@ describe("two completion batches reaching their schedules in opposite orders (po
     for (const id of ["S1", "S2"]) {
       await t.db.query(
         `INSERT INTO schedules (tenant, id, cron, timezone, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms, misfire, catchup_window_ms, overlap, max_queued)
-        VALUES ('default', $1, '* * * * *', 'UTC', '{"url":"http://127.0.0.1:9/x","method":"POST","headers":{},"body":null,"json":false}', 3, 1000, 1000, 1000, 'fire_once', 86400000, 'allow', 1)`,
+        VALUES ('default', $1, '* * * * *', 'UTC', '{"url":"http://127.0.0.1:9/x","method":"POST","headers":{},"body":null,"json":false}', 3, 1000, 1000, 1000, 'fire_once', 86400000, 'queue', 1)`,
         [id],
       );
     }
@@ -52,7 +52,8 @@ describe("two completion batches reaching their schedules in opposite orders (po
     ] as const;
     for (const [i, [owner, sid]] of plan.entries()) {
       const nominal = new Date(Date.UTC(2030, 0, 1, 0, i));
-      await insertJob(t.db, { id: ids[i], schedule_id: sid, nominal_time: nominal, idempotency_key: `${sid}@${nominal.toISOString()}` });
+      // overlap=queue's occurrences: their finish runs the release, which locks the schedule (029).
+      await insertJob(t.db, { id: ids[i], schedule_id: sid, nominal_time: nominal, idempotency_key: `${sid}@${nominal.toISOString()}`, releases_held: true });
       await t.db.query("UPDATE jobs SET status = 'running', lease_owner = $2, lease_generation = 1, lease_until = now() + interval '1 min' WHERE id = $1", [
         ids[i],
         owner,

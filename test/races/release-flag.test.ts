@@ -12,13 +12,14 @@ import { seedAuthority } from "../../src/store/authority.ts";
 import { replayDead } from "../../src/store/dlq.ts";
 import { insertJobsIn, transactionNow } from "../../src/store/jobs.ts";
 import { migrate } from "../../src/store/migrate.ts";
-import { MIGRATIONS } from "../../src/store/migrations.ts";
 import { triggeredJob } from "../../src/store/new-job.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { fieldsOf, getSchedule, insertSchedule, type Overlap, updateSchedule } from "../../src/store/schedules.ts";
-import { createDatabase, DRIVERS, dropDatabase, freshDb, type TestDb } from "../helpers/db.ts";
+import { createDatabase, DRIVERS, dropDatabase, freshDb, migrateBefore, type TestDb } from "../helpers/db.ts";
 import { newJob } from "../helpers/jobs.ts";
 import { takeShards } from "../helpers/shards.ts";
+import { completeAttempts } from "../../src/store/worker-queries.ts";
+import { successOf } from "../helpers/completion.ts";
 import { dbJobs, iso, scheduleFields } from "../schedules/gen-support.ts";
 
 const HOUR = 3_600_000;
@@ -59,8 +60,13 @@ for (const driver of DRIVERS) {
         )
       ).map((r) => r.releases_held);
 
-    /** The first occurrence becomes the hour before and stays in progress (running); the hour comes due again. */
-    async function runningBefore(id: string, hour: number): Promise<string> {
+    /**
+     * A schedule's first occurrence becomes the hour before and stays in progress (running);
+     * `meanwhile` runs; then the hour comes due again and a pass generates behind it.
+     */
+    async function behindRunning(id: string, overlap: Overlap, meanwhile?: () => Promise<void>): Promise<string> {
+      const hour = await schedule(id, overlap);
+      await pass();
       const [j1] = await dbJobs(t.db, id);
       await t.db.query(
         `UPDATE jobs SET nominal_time = $2, idempotency_key = $3, status = 'running', lease_owner = 'w', lease_until = now() + interval '1 h',
@@ -68,8 +74,15 @@ for (const driver of DRIVERS) {
         [j1!.id, new Date(hour - HOUR), `${id}@${iso(hour - HOUR)}`],
       );
       await t.db.query("UPDATE schedules SET next_fire_at = $2 WHERE id = $1", [id, new Date(hour)]);
+      await meanwhile?.();
+      await pass();
       return j1!.id;
     }
+
+    const changeOverlap = async (id: string, overlap: Overlap) => {
+      const r = await updateSchedule(t.db, "default", id, null, { ...by, action: "schedule.updated" }, (cur) => ({ ...fieldsOf(cur), overlap }));
+      expect(r.kind).toBe("updated");
+    };
 
     const finish = (jobId: string) =>
       t.db.query("UPDATE jobs SET status = 'succeeded', finished_at = now(), lease_owner = NULL, lease_until = NULL WHERE id = $1", [jobId]);
@@ -89,10 +102,7 @@ for (const driver of DRIVERS) {
     });
 
     test("overlap=queue: the held occurrence starts as soon as the one before finishes", async () => {
-      const hour = await schedule("q-plain", "queue");
-      await pass();
-      const before = await runningBefore("q-plain", hour);
-      await pass();
+      const before = await behindRunning("q-plain", "queue");
       const [, held] = await dbJobs(t.db, "q-plain");
       expect({ status: held!.status, due: held!.due }).toEqual({ status: "scheduled", due: null }); // 'infinity': held
       await finish(before);
@@ -101,17 +111,11 @@ for (const driver of DRIVERS) {
     });
 
     test("changed from allow to queue while an occurrence runs: that occurrence is flagged, and the one held behind it is released when it finishes", async () => {
-      const hour = await schedule("to-queue", "allow");
-      await pass();
-      const before = await runningBefore("to-queue", hour);
-      expect(await flags("to-queue")).toEqual([false]);
-      const r = await updateSchedule(t.db, "default", "to-queue", null, { ...by, action: "schedule.updated" }, (cur) => ({
-        ...fieldsOf(cur),
-        overlap: "queue",
-      }));
-      expect(r.kind).toBe("updated");
-      expect(await flags("to-queue")).toEqual([true]);
-      await pass();
+      const before = await behindRunning("to-queue", "allow", async () => {
+        expect(await flags("to-queue")).toEqual([false]);
+        await changeOverlap("to-queue", "queue");
+        expect(await flags("to-queue")).toEqual([true]);
+      });
       const jobs = await dbJobs(t.db, "to-queue");
       expect(jobs.map((j) => [j.status, j.due === null])).toEqual([
         ["running", false],
@@ -124,13 +128,9 @@ for (const driver of DRIVERS) {
     });
 
     test("changed from queue to allow with one held: it is due at once, since new occurrences under allow would never release it", async () => {
-      const hour = await schedule("to-allow", "queue");
-      await pass();
-      await runningBefore("to-allow", hour);
-      await pass();
+      await behindRunning("to-allow", "queue");
       expect((await dbJobs(t.db, "to-allow")).map((j) => j.due === null)).toEqual([false, true]);
-      const r = await updateSchedule(t.db, "default", "to-allow", null, { ...by, action: "schedule.updated" }, (cur) => ({ ...fieldsOf(cur), overlap: "allow" }));
-      expect(r.kind).toBe("updated");
+      await changeOverlap("to-allow", "allow");
       const jobs = await dbJobs(t.db, "to-allow");
       expect(jobs.map((j) => [j.status, j.due === null])).toEqual([
         ["running", false],
@@ -157,47 +157,88 @@ for (const driver of DRIVERS) {
   });
 }
 
-describe("the release trigger runs only for flagged occurrences (postgres)", () => {
-  test("finishing an unflagged occurrence does not wait for its schedule's lock; a flagged one does", async () => {
-    const t = await freshDb("postgres");
-    try {
-      await seedAuthority(t.db, "local");
-      for (const [id, overlap] of [
-        ["lock-allow", "allow"],
-        ["lock-queue", "queue"],
-      ] as const)
-        await insertSchedule(t.db, scheduleFields(id, { overlap, next_fire_at: new Date(Date.now() + HOUR) }), { actor: "test", reason: null });
-      const job = (id: string, releases_held: boolean) =>
-        newJob({ schedule_id: id, nominal_time: new Date(), idempotency_key: `${id}@${new Date().toISOString()}`, releases_held });
-      const allowJob = job("lock-allow", false);
-      const queueJob = job("lock-queue", true);
-      await t.db.tx((q) => insertJobsIn(q, [allowJob, queueJob]));
-      // Another transaction holds both schedules (as the generator does while it decides).
-      let release!: () => void;
-      const held = new Promise<void>((r) => (release = r));
-      let locked!: () => void;
-      const isLocked = new Promise<void>((r) => (locked = r));
-      const holder = t.db.tx(async (q) => {
-        await q.query("SELECT 1 FROM schedules WHERE id IN ('lock-allow', 'lock-queue') FOR UPDATE");
-        locked();
-        await held;
+describe("only a flagged occurrence's finish takes its schedule's lock (postgres)", () => {
+  let t: TestDb;
+  beforeAll(async () => {
+    t = await freshDb("postgres");
+    await seedAuthority(t.db, "local");
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  /**
+   * An occurrence of a skip schedule (unflagged) and one of a queue schedule (flagged), both
+   * running, and another transaction holding both schedules' rows (as the generator does while
+   * it decides) until `release` is called.
+   */
+  async function twoUnderLock(prefix: string) {
+    const ids = [`${prefix}-skip`, `${prefix}-queue`];
+    for (const [id, overlap] of [
+      [ids[0]!, "skip"],
+      [ids[1]!, "queue"],
+    ] as const)
+      await insertSchedule(t.db, scheduleFields(id, { overlap, next_fire_at: new Date(Date.now() + HOUR) }), { actor: "test", reason: null });
+    const job = (id: string, releases_held: boolean) =>
+      newJob({ schedule_id: id, nominal_time: new Date(), idempotency_key: `${id}@${new Date().toISOString()}`, releases_held });
+    const [plain, flagged] = [job(ids[0]!, false), job(ids[1]!, true)];
+    await t.db.tx((q) => insertJobsIn(q, [plain, flagged]));
+    await t.db.query(
+      "UPDATE jobs SET status = 'running', lease_owner = 'w', lease_generation = 1, lease_until = now() + interval '1 min' WHERE id = ANY($1::uuid[])",
+      [[plain.id, flagged.id]],
+    );
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const holder = t.db.tx(async (q) => {
+      await q.query("SELECT 1 FROM schedules WHERE id = ANY($1::text[]) FOR UPDATE", [ids]);
+      locked();
+      await held;
+    });
+    await isLocked;
+    return {
+      plain: plain.id,
+      flagged: flagged.id,
+      release: async () => {
+        release();
+        await holder;
+      },
+    };
+  }
+
+  const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, Bun.sleep(ms).then(() => "still waiting" as const)]);
+
+  test("the release trigger: finishing an unflagged occurrence does not wait for the lock; a flagged one does", async () => {
+    const x = await twoUnderLock("trig");
+    const finishWithin = (id: string) =>
+      t.db.tx(async (q) => {
+        await q.query("SET LOCAL lock_timeout = '1s'");
+        await q.query("UPDATE jobs SET status = 'succeeded', finished_at = now() WHERE id = $1", [id]);
       });
-      await isLocked;
-      const finishWithin = (id: string) =>
-        t.db.tx(async (q) => {
-          await q.query("SET LOCAL lock_timeout = '1s'");
-          await q.query("UPDATE jobs SET status = 'succeeded', finished_at = now() WHERE id = $1", [id]);
-        });
-      await finishWithin(allowJob.id);
-      await expect(finishWithin(queueJob.id)).rejects.toThrow(/lock timeout/);
-      release();
-      await holder;
-      await finishWithin(queueJob.id);
-      const rows = await t.db.query<{ status: string }>("SELECT status FROM jobs WHERE id = ANY($1::uuid[]) ORDER BY status", [[allowJob.id, queueJob.id]]);
-      expect(rows.map((r) => r.status)).toEqual(["succeeded", "succeeded"]);
+    try {
+      await finishWithin(x.plain);
+      await expect(finishWithin(x.flagged)).rejects.toThrow(/lock timeout/);
     } finally {
-      await t.close();
+      await x.release();
     }
+    await finishWithin(x.flagged);
+    const rows = await t.db.query<{ status: string }>("SELECT status FROM jobs WHERE id = ANY($1::uuid[])", [[x.plain, x.flagged]]);
+    expect(rows.map((r) => r.status)).toEqual(["succeeded", "succeeded"]);
+  });
+
+  test("a completion batch: an unflagged occurrence's outcome is written under the lock; a flagged one's waits for it", async () => {
+    const x = await twoUnderLock("batch");
+    const done = (job_id: string) => successOf({ job_id, gen: 1, attempt_id: Bun.randomUUIDv7() });
+    let queued: Promise<unknown> | undefined;
+    try {
+      expect(await within(completeAttempts(t.db, "w", [done(x.plain)]), 5000)).toEqual([{ id: x.plain, status: "succeeded" }]);
+      queued = completeAttempts(t.db, "w", [done(x.flagged)]);
+      expect(await within(queued, 500)).toBe("still waiting");
+    } finally {
+      await x.release();
+    }
+    expect(await queued).toEqual([{ id: x.flagged, status: "succeeded" }]);
   });
 });
 
@@ -206,11 +247,7 @@ describe("029 on a database with occurrences (postgres)", () => {
     const url = await createDatabase();
     const db = openPostgres({ url, maxConnections: 2 });
     try {
-      await db.exec("CREATE TABLE scheduler_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
-      for (const m of MIGRATIONS.filter((m) => m.version < 29)) {
-        await db.exec(m.sql);
-        await db.query("INSERT INTO scheduler_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
-      }
+      await migrateBefore(db, 29);
       await db.query(
         `INSERT INTO schedules (tenant, id, cron, timezone, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms, misfire, catchup_window_ms, overlap)
          VALUES ('default', 's1', '0 * * * *', 'UTC', '{"url":"http://127.0.0.1:9/x"}', 3, 1000, 60000, 5000, 'skip', 0, 'queue'),

@@ -7,12 +7,11 @@ import { seedAuthority } from "../../src/store/authority.ts";
 import { claimDueIds } from "../../src/store/dispatch-queries.ts";
 import { insertJobs, listJobs, type ListFilter } from "../../src/store/jobs.ts";
 import { migrate } from "../../src/store/migrate.ts";
-import { MIGRATIONS } from "../../src/store/migrations.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { pruneFinishedJobs } from "../../src/store/retention.ts";
 import { completeAttempts } from "../../src/store/worker-queries.ts";
 import { successOf } from "../helpers/completion.ts";
-import { createDatabase, DRIVERS, dropDatabase, freshDb, type TestDb } from "../helpers/db.ts";
+import { createDatabase, DRIVERS, dropDatabase, freshDb, migrateBefore, type TestDb } from "../helpers/db.ts";
 import { newJob } from "../helpers/jobs.ts";
 import { takeShards, tokenOf } from "../helpers/shards.ts";
 
@@ -140,11 +139,7 @@ describe("028 on a database with jobs (postgres)", () => {
     const db = openPostgres({ url, maxConnections: 2 });
     try {
       // Every migration before 028, as an older release left the database, then jobs in it.
-      await db.exec("CREATE TABLE scheduler_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
-      for (const m of MIGRATIONS.filter((m) => m.version < 28)) {
-        await db.exec(m.sql);
-        await db.query("INSERT INTO scheduler_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
-      }
+      await migrateBefore(db, 28);
       const jobs = [newJob({ tenant: "old-a" }), newJob({ tenant: "old-b" }), newJob({ tenant: "old-a" })];
       await db.query(
         `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms)
