@@ -20,13 +20,19 @@
  *              completion, instead of inserted by the claim and updated by the completion
  *   no-attempt today without any attempts row: the floor of keeping the last attempt in the
  *              jobs row
+ *   occurrences  today, but every job is a schedule's occurrence (a 9:00 herd of schedules,
+ *              overlap=skip, one occurrence each): its schedule id, nominal time and key enter
+ *              their indexes in each version
+ *   occurrences-queue  the same under overlap=queue: the completion locks the schedules first
+ *              and each finish runs the release of a held occurrence (the trigger of 002;
+ *              before 029, every occurrence paid for both)
  *
  * Experiments only: "hot" drops indexes the scheduler's other queries need. Per job: the
  * backend's CPU for the claim and for the completion (/proc/PID/stat: the server must run on
  * this machine, as `npm run bench:layout` starts it), deliveries a second of the loop, the
  * share of HOT updates of jobs and the WAL written.
  *
- *   npm run bench:layout -- [--jobs 40000] [--rounds 2] [--layouts today,hot,tenant-index,path-only,at-end,no-attempt]
+ *   npm run bench:layout -- [--jobs 40000] [--rounds 2] [--layouts today,hot,tenant-index,path-only,at-end,no-attempt,occurrences,occurrences-queue]
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -38,7 +44,7 @@ import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
 
 const USAGE =
-  "usage: bun bench/layout-cost.ts [--jobs N] [--rounds N] [--layouts today,hot,tenant-index,path-only,at-end,no-attempt]   (npm run bench:layout -- …)";
+  "usage: bun bench/layout-cost.ts [--jobs N] [--rounds N] [--layouts today,hot,tenant-index,path-only,at-end,no-attempt,occurrences,occurrences-queue]   (npm run bench:layout -- …)";
 const { values } = parseArgs({ options: { jobs: { type: "string" }, rounds: { type: "string" }, layouts: { type: "string" }, help: { type: "boolean" } } });
 if (values.help) {
   console.log(USAGE);
@@ -49,7 +55,7 @@ const N = flag("jobs", values.jobs, 40_000);
 const ROUNDS = flag("rounds", values.rounds, 2);
 const CLAIM_BATCH = 200;
 const COMPLETE_BATCH = 50;
-const LAYOUTS = ["today", "hot", "tenant-index", "path-only", "at-end", "no-attempt"] as const;
+const LAYOUTS = ["today", "hot", "tenant-index", "path-only", "at-end", "no-attempt", "occurrences", "occurrences-queue"] as const;
 type Layout = (typeof LAYOUTS)[number];
 const layouts = (values.layouts ?? LAYOUTS.join(",")).split(",").map((l) => l.trim()) as Layout[];
 for (const l of layouts)
@@ -117,9 +123,18 @@ const completeInRow = (insert: boolean) => `WITH r AS (SELECT * FROM json_to_rec
   }
   SELECT count(*)::int AS n FROM j`;
 // The completion: a new version of each job (succeeded, lease cleared), its attempt closed.
-const complete = (hot: boolean) => `WITH r AS (SELECT * FROM json_to_recordset($1::text::json) AS r(job_id uuid, gen int)),
+// overlap=queue's occurrences lock their schedules first, in key order, as CompleteAttempts does (029).
+const complete = (hot: boolean, occurrences = false) => `WITH r AS (SELECT * FROM json_to_recordset($1::text::json) AS r(job_id uuid, gen int)),
+  ${
+    occurrences
+      ? `locked AS (SELECT s.tenant, s.id FROM schedules s WHERE (s.tenant, s.id) IN (
+      SELECT o.tenant, o.schedule_id FROM jobs o WHERE o.id = ANY(ARRAY(SELECT job_id FROM r)) AND o.schedule_id IS NOT NULL)
+    ORDER BY s.tenant, s.id FOR NO KEY UPDATE),`
+      : ""
+  }
   j AS (UPDATE jobs j SET status = 'succeeded', lease_owner = NULL, lease_until = NULL, finished_at = now(), updated_at = now(), tries = j.tries + 1
-    FROM r WHERE j.id = r.job_id AND j.status || '' = 'running' AND j.lease_generation = r.gen RETURNING j.id)
+    FROM r WHERE j.id = r.job_id AND j.status || '' = 'running' AND j.lease_generation = r.gen
+    ${occurrences ? "AND (SELECT count(*) FROM locked) >= 0" : ""} RETURNING j.id)
   ${hot ? ", f AS (DELETE FROM in_flight WHERE id IN (SELECT id FROM j))" : ""}
   , a AS (UPDATE attempts a SET finished_at = now(), outcome = 'success', http_status = 200 WHERE a.job_id IN (SELECT id FROM j) AND a.outcome IS NULL)
   SELECT count(*)::int AS n FROM j`;
@@ -147,13 +162,34 @@ async function round(layout: Layout): Promise<Result> {
       body: JSON.stringify({ k: "x".repeat(60), n: 1 }),
       json: true,
     });
-    for (let i = 0; i < N; i += 5000)
+    if (layout === "occurrences" || layout === "occurrences-queue") {
+      // A 9:00 herd of schedules: one occurrence each, as the generator writes them (schedule,
+      // nominal instant, the occurrence's idempotency key), each schedule's row beside it.
       await sql.unsafe(
-        `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, priority, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms)
+        `INSERT INTO schedules (tenant, id, cron, timezone, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms, misfire, catchup_window_ms, overlap)
+         SELECT 'default', 's' || g, '0 9 * * 1-5', 'America/New_York', $1::jsonb, 3, 1000, 60000, 30000, 'fire_once', 0, $2
+         FROM generate_series(1, ${N}) g`,
+        [target, layout === "occurrences" ? "skip" : "queue"],
+      );
+      // overlap=queue's occurrences run the release of a held one when they finish (029).
+      for (let i = 0; i < N; i += 5000)
+        await sql.unsafe(
+          `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, priority, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms,
+                             schedule_id, nominal_time, idempotency_key, releases_held)
+           SELECT gen_random_uuid(), 'default', 'scheduled', now() - interval '1 s', now(), 0, $1::jsonb, 3, 1000, 60000, 30000,
+                  's' || g, date_trunc('minute', now()), 's' || g || '@' || to_char(date_trunc('minute', now()) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                  ${layout === "occurrences-queue"}
+           FROM generate_series(${i + 1}, ${Math.min(i + 5000, N)}) g`,
+          [target],
+        );
+    } else
+      for (let i = 0; i < N; i += 5000)
+        await sql.unsafe(
+          `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, priority, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms)
          SELECT gen_random_uuid(), 'default', 'scheduled', now() - interval '1 s', now(), 0, $1::jsonb, 3, 1000, 60000, 30000
          FROM generate_series(1, ${Math.min(5000, N - i)})`,
-        [target],
-      );
+          [target],
+        );
     if (layout === "hot") await sql`INSERT INTO due_queue SELECT id, tenant, sign(priority), due_at FROM jobs`;
     await sql`VACUUM ANALYZE`;
     await sql`CHECKPOINT`;
@@ -164,7 +200,7 @@ async function round(layout: Layout): Promise<Result> {
     const inRow = layout === "at-end" || layout === "no-attempt";
     if (layout === "at-end") await sql`ALTER TABLE attempts SET (fillfactor = 100)`;
     const claimSql = layout === "hot" ? CLAIM.hot : inRow ? CLAIM_IN_ROW : CLAIM.today;
-    const completeSql = inRow ? completeInRow(layout === "at-end") : complete(layout === "hot");
+    const completeSql = inRow ? completeInRow(layout === "at-end") : complete(layout === "hot", layout === "occurrences-queue");
     let claimUs = 0;
     let completeUs = 0;
     let delivered = 0;
