@@ -1,17 +1,18 @@
 -- The release of a held occurrence (overlap=queue, 002) runs only for the occurrences that can
 -- have one waiting behind them. The row trigger fired for every occurrence of every schedule
 -- as it finished: three statements a job (the schedule's lock, "anything else in progress?",
--- "anything held?"), ~19 µs of the database's CPU, a sixth of an occurrence's delivery
--- (bench/README.md, issue 15 part 23). Only overlap=queue holds occurrences back, so only an
+-- "anything held?"), ~20 µs of the database's CPU, a sixth of an occurrence's delivery
+-- (bench/README.md, issue 15 part 23). CompleteAttempts' lock of the schedule, which orders
+-- those of the trigger, now covers flagged occurrences only, too. Only overlap=queue holds occurrences back, so only an
 -- occurrence that was in progress under that policy needs it.
 --
 -- releases_held is true for:
 --   - every occurrence the generator makes of an overlap=queue schedule, held or not, and
 --     every manual run of a schedule (SQL: InsertJobs; src/store/new-job.ts);
 --   - a schedule's occurrences in progress when it is changed to overlap=queue, in the
---     statement that changes it (ReplaceSchedule), under the schedule's lock the generator
---     also takes, and waiting on each job's row lock: a job that finishes meanwhile either
---     commits first (it is not in progress, nothing is held behind it) or sees the flag;
+--     transaction that changes it (FlagReleasingOccurrences), under the schedule's lock the
+--     generator also takes, and waiting on each job's row lock: a job that finishes meanwhile
+--     either commits first (it is not in progress, nothing is held behind it) or sees the flag;
 --   - a replayed occurrence (ReplayJobs), whatever its schedule's policy now.
 -- A flag that is true where it need not be costs the old price, never a missed release.
 -- A schedule changed from queue to allow releases its held occurrences at once
