@@ -100,14 +100,18 @@ WHERE NOT paused AND next_fire_at IS NOT NULL
 ORDER BY next_fire_at LIMIT 1;
 
 -- name: ActiveOccurrences
--- In progress (waiting, queued, running) and held (waiting for the one before). An occurrence
--- past its start-by that never started is not in progress: it can never run (the misfire
--- expiry ends it within a pass or so), and counting it would make overlap=skip drop the next
--- one too, so that neither runs. claimable() is the same test every claim makes.
-SELECT count(*) FILTER (WHERE due_at <> 'infinity' AND claimable(start_by, calls)) AS active,
-       count(*) FILTER (WHERE due_at = 'infinity') AS held
-FROM jobs
-WHERE tenant = $1 AND schedule_id = $2 AND status IN ('scheduled', 'queued', 'running');
+-- Of each schedule in $1 (a JSON array of {tenant, id}: a generation pass asks once for all
+-- its schedules): its occurrences in progress (waiting, queued, running) and held (waiting
+-- for the one before). An occurrence past its start-by that never started is not in progress:
+-- it can never run (the misfire expiry ends it within a pass or so), and counting it would
+-- make overlap=skip drop the next one too, so that neither runs. claimable() is the same test
+-- every claim makes. Bounded by the pass's schedules; each by jobs_schedule_active.
+SELECT x.tenant, x.id,
+       count(j.id) FILTER (WHERE j.due_at <> 'infinity' AND claimable(j.start_by, j.calls)) AS active,
+       count(j.id) FILTER (WHERE j.due_at = 'infinity') AS held
+FROM json_to_recordset($1::text::json) AS x(tenant text, id text)
+LEFT JOIN jobs j ON j.tenant = x.tenant AND j.schedule_id = x.id AND j.status IN ('scheduled', 'queued', 'running')
+GROUP BY x.tenant, x.id;
 
 -- name: ExpireCoalesced
 -- fire_once: older occurrences not yet started give way to the most recent missed one.
@@ -119,14 +123,20 @@ WHERE tenant = $1 AND schedule_id = $2 AND status IN ('scheduled', 'queued')
 RETURNING id;
 
 -- name: AdvanceSchedule
-UPDATE schedules SET next_fire_at = $3, last_nominal_at = coalesce($4, last_nominal_at),
-  occurrences_generated = occurrences_generated + $5,
-  occurrences_skipped = occurrences_skipped + $6,
-  occurrences_misfired = occurrences_misfired + $7,
-  last_skip_at = CASE WHEN $6 > 0 THEN now() ELSE last_skip_at END,
-  last_skip_reason = CASE WHEN $6 > 0 THEN $8 ELSE last_skip_reason END,
+-- Moves each schedule in $1 on after a pass (a JSON array: one statement for the pass's
+-- schedules): its next fire, the last nominal time generated and the pass's counts. Instants
+-- as epoch milliseconds; an absent one is NULL.
+UPDATE schedules s SET next_fire_at = to_timestamp(x.next_fire_ms / 1000),
+  last_nominal_at = coalesce(to_timestamp(x.last_nominal_ms / 1000), s.last_nominal_at),
+  occurrences_generated = s.occurrences_generated + x.created,
+  occurrences_skipped = s.occurrences_skipped + x.skipped,
+  occurrences_misfired = s.occurrences_misfired + x.misfired,
+  last_skip_at = CASE WHEN x.skipped > 0 THEN now() ELSE s.last_skip_at END,
+  last_skip_reason = CASE WHEN x.skipped > 0 THEN x.skip_reason ELSE s.last_skip_reason END,
   updated_at = now()
-WHERE tenant = $1 AND id = $2;
+FROM json_to_recordset($1::text::json) AS x(tenant text, id text, next_fire_ms float8, last_nominal_ms float8,
+  created int, skipped int, misfired int, skip_reason text)
+WHERE s.tenant = x.tenant AND s.id = x.id;
 
 -- name: ReleaseOldestHeld
 -- Backstop for the release trigger: nothing of the schedule in progress, one held.

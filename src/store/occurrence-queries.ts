@@ -20,10 +20,20 @@ export async function expireCoalesced(q: Queryable, tenant: string, id: string, 
   return (await q.query(sql("ExpireCoalesced"), [tenant, id, before])).length;
 }
 
-/** The schedule's occurrences in progress and held behind them (overlap policy). */
-export async function activeOccurrences(q: Queryable, tenant: string, id: string): Promise<{ active: number; held: number }> {
-  const c = (await q.query<{ active: string | number; held: string | number }>(sql("ActiveOccurrences"), [tenant, id]))[0]!;
-  return { active: Number(c.active), held: Number(c.held) };
+export interface InProgress {
+  active: number;
+  held: number;
+}
+
+/** `tenant\0id`: a schedule's key in the maps below. */
+export const scheduleKey = (tenant: string, id: string) => `${tenant}\u0000${id}`;
+
+/** Of each schedule, its occurrences in progress and held behind them (overlap policy), by scheduleKey; one statement. */
+export async function activeOccurrences(q: Queryable, schedules: { tenant: string; id: string }[]): Promise<Map<string, InProgress>> {
+  const rows = await q.query<{ tenant: string; id: string; active: string | number; held: string | number }>(sql("ActiveOccurrences"), [
+    JSON.stringify(schedules.map((s) => ({ tenant: s.tenant, id: s.id }))),
+  ]);
+  return new Map(rows.map((r) => [scheduleKey(r.tenant, r.id), { active: Number(r.active), held: Number(r.held) }]));
 }
 
 /** Releases the oldest held occurrence (its release was missed). */
@@ -31,12 +41,29 @@ export async function releaseOldestHeld(q: Queryable, tenant: string, id: string
   await q.query(sql("ReleaseOldestHeld"), [tenant, id]);
 }
 
-/** Moves the schedule on after a pass: its next fire, the last nominal time generated, and the pass's counts. */
-export async function advanceSchedule(
-  q: Queryable,
-  tenant: string,
-  id: string,
-  p: { nextFireAt: Date | null; lastNominal: Date | null; created: number; skipped: number; misfired: number; skipReason: string | null },
-): Promise<void> {
-  await q.query(sql("AdvanceSchedule"), [tenant, id, p.nextFireAt, p.lastNominal, p.created, p.skipped, p.misfired, p.skipReason]);
+export interface Advance {
+  tenant: string;
+  id: string;
+  nextFireAt: number | null;
+  lastNominal: number | null;
+  created: number;
+  skipped: number;
+  misfired: number;
+  skipReason: string | null;
+}
+
+/** Moves schedules on after a pass: each one's next fire, the last nominal time generated, and the pass's counts; one statement. */
+export async function advanceSchedules(q: Queryable, advances: Advance[]): Promise<void> {
+  if (advances.length === 0) return;
+  const rows = advances.map((a) => ({
+    tenant: a.tenant,
+    id: a.id,
+    next_fire_ms: a.nextFireAt,
+    last_nominal_ms: a.lastNominal,
+    created: a.created,
+    skipped: a.skipped,
+    misfired: a.misfired,
+    skip_reason: a.skipReason,
+  }));
+  await q.query(sql("AdvanceSchedule"), [JSON.stringify(rows)]);
 }

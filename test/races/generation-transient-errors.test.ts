@@ -147,6 +147,21 @@ for (const driver of DRIVERS) {
       expect((await jobsOf(t.db, id)).map((j) => j.nominal_time.getTime())).toEqual([nominal]);
     });
 
+    test("the pass's schedules written together: a value refused is looked for one schedule at a time; only the first schedule's insert (refused again) pauses it, the rest are made in the same pass", async () => {
+      await t.db.query("UPDATE schedules SET paused = true WHERE NOT paused");
+      const nominals = [await hourlyDue(t.db, "together-a"), await hourlyDue(t.db, "together-b"), await hourlyDue(t.db, "together-c")];
+      const metrics = new Metrics();
+      // The batch's insert and then the first schedule's own are refused (22023, a data error).
+      const faulty = withTestFaults(t.db, [{ query: "InsertJobs", code: "22023", probability: 1 }], { random: firstN(2) });
+      const { gen } = generatorOn(faulty, metrics);
+      expect(await gen.runOnce(fence)).toBe(3);
+      const rows = await t.db.query<{ id: string; paused: boolean }>("SELECT id, paused FROM schedules WHERE id LIKE 'together-%' ORDER BY id");
+      expect(rows.filter((r) => r.paused).length).toBe(1);
+      for (const r of rows.filter((r) => !r.paused)) expect((await jobsOf(t.db, r.id)).map((j) => j.nominal_time.getTime())).toEqual([nominals[0]]);
+      expect(await jobsOf(t.db, rows.find((r) => r.paused)!.id)).toEqual([]);
+      expect(await retries(metrics, "22023")).toBe(0);
+    });
+
     test("a genuinely broken schedule (its rule) is still paused, and a transient error beside it pauses nothing", async () => {
       await hourlyDue(t.db, "broken-rule");
       await t.db.query("UPDATE schedules SET cron = 'not a cron' WHERE id = 'broken-rule'");
