@@ -13,7 +13,6 @@
  * on this machine, as `npm run bench:generation` starts it).
  */
 import { parseArgs } from "node:util";
-import { readFileSync } from "node:fs";
 import { ScheduleGenerator } from "../src/dispatcher/schedule-generator.ts";
 import { silentLogger } from "../src/obs/log.ts";
 import { Metrics } from "../src/obs/metrics.ts";
@@ -24,8 +23,9 @@ import { takeShards } from "../test/helpers/shards.ts";
 import postgres from "postgres";
 import { wholeFlagOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
+import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
-import { keyValues, table } from "./lib/stats.ts";
+import { keyValues, range, table } from "./lib/stats.ts";
 
 const USAGE = "usage: bun bench/generation.ts [--schedules N] [--rounds N] [--overlaps skip,allow,queue] [--batch N]   (npm run bench:generation -- …)";
 const { values } = parseArgs({
@@ -51,14 +51,7 @@ for (const o of overlaps)
 const say = (s: string) => process.stderr.write(`${s}\n`);
 
 /** Busy CPU of one process, seconds (10 ms ticks); 0 once it is gone. */
-function cpuSeconds(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(f[11]) + Number(f[12])) / 100;
-  } catch {
-    return 0;
-  }
-}
+const cpuSeconds = (pid: number) => procCpuSeconds(pid) ?? 0;
 
 interface Result {
   overlap: Overlap;
@@ -111,11 +104,6 @@ for (let r = 1; r <= ROUNDS; r++)
 const admin = postgres(testDatabaseUrl(), { max: 1, onnotice: () => {} });
 const server = await describeServer((s) => admin.unsafe(s) as never);
 await admin.end();
-const range = (xs: number[], digits = 1) => {
-  const lo = Math.min(...xs);
-  const hi = Math.max(...xs);
-  return lo.toFixed(digits) === hi.toFixed(digits) ? lo.toFixed(digits) : `${lo.toFixed(digits)}–${hi.toFixed(digits)}`;
-};
 process.stdout.write(`\ngeneration: ${N} schedules due at one instant, ${ROUNDS} rounds alternated, ${BATCH} schedules a transaction, one generator\n\n`);
 process.stdout.write(
   table(

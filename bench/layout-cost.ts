@@ -41,7 +41,7 @@ import { createDatabase, dropDatabase, testDatabaseUrl } from "../test/helpers/d
 import { wholeFlagOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
-import { keyValues, table } from "./lib/stats.ts";
+import { keyValues, range, table } from "./lib/stats.ts";
 
 const USAGE =
   "usage: bun bench/layout-cost.ts [--jobs N] [--rounds N] [--layouts today,hot,tenant-index,path-only,at-end,no-attempt,occurrences,occurrences-queue]   (npm run bench:layout -- …)";
@@ -255,11 +255,6 @@ for (let r = 1; r <= ROUNDS; r++)
 const admin = postgres(testDatabaseUrl(), { max: 1, onnotice: () => {} });
 const server = await describeServer((s) => admin.unsafe(s) as never);
 await admin.end();
-const range = (xs: number[], digits = 1) => {
-  const lo = Math.min(...xs);
-  const hi = Math.max(...xs);
-  return lo.toFixed(digits) === hi.toFixed(digits) ? lo.toFixed(digits) : `${lo.toFixed(digits)}–${hi.toFixed(digits)}`;
-};
 process.stdout.write(
   `\nlayout cost: ${N} jobs due per round, ${ROUNDS} rounds alternated, one connection, claims of ${CLAIM_BATCH}, completions of ${COMPLETE_BATCH}, no calls\n\n`,
 );

@@ -150,6 +150,13 @@ export function cpuTable(phases: PhaseFigures[], cores: number): string {
   );
 }
 
+/** The lowest and highest of a figure's rounds, "lo–hi" (one number when they agree at `digits`). */
+export function range(xs: number[], digits = 1): string {
+  const lo = Math.min(...xs);
+  const hi = Math.max(...xs);
+  return lo.toFixed(digits) === hi.toFixed(digits) ? lo.toFixed(digits) : `${lo.toFixed(digits)}–${hi.toFixed(digits)}`;
+}
+
 export function keyValues(pairs: [string, string][]): string {
   const w = Math.max(...pairs.map(([k]) => k.length));
   return pairs.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join("\n");
