@@ -65,10 +65,8 @@ WHERE tenant = $1 AND schedule_id = $2 AND status IN ('scheduled', 'queued', 'ru
 -- A schedule just changed from overlap=queue to allow: nothing waits for the one before any
 -- more, so every held occurrence is due now. Left held, one could wait for ever: under allow
 -- new occurrences do not run the release when they finish (029), and the generator does not
--- look for held ones. Start-by and catch-up count from the release, as in ReleaseOldestHeld.
-UPDATE jobs SET due_at = now(), updated_at = now(), scheduled_for = now(),
-  start_by = now() + (start_by - scheduled_for),
-  catchup_after = now() + (catchup_after - scheduled_for)
+-- look for held ones.
+-- use: _ReleaseHeld
 WHERE tenant = $1 AND schedule_id = $2 AND status = 'scheduled' AND due_at = 'infinity'
 RETURNING id, due_at;
 
@@ -138,11 +136,16 @@ FROM json_to_recordset($1::text::json) AS x(tenant text, id text, next_fire_ms f
   created int, skipped int, misfired int, skip_reason text)
 WHERE s.tenant = x.tenant AND s.id = x.id;
 
--- name: ReleaseOldestHeld
--- Backstop for the release trigger: nothing of the schedule in progress, one held.
+-- name: _ReleaseHeld
+-- A held occurrence made due now. Waiting for the one before is not a misfire: its grace
+-- (start-by) and catch-up count from the release (as release_held_occurrence in 002 does).
 UPDATE jobs SET due_at = now(), updated_at = now(), scheduled_for = now(),
   start_by = now() + (start_by - scheduled_for),
   catchup_after = now() + (catchup_after - scheduled_for)
+
+-- name: ReleaseOldestHeld
+-- Backstop for the release trigger: nothing of the schedule in progress, one held.
+-- use: _ReleaseHeld
 WHERE id = (
   SELECT id FROM jobs
   WHERE tenant = $1 AND schedule_id = $2 AND status = 'scheduled' AND due_at = 'infinity'

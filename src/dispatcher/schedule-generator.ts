@@ -2,7 +2,6 @@ import type { Db, Queryable, Tx } from "../store/db.ts";
 import { BoundedMap } from "../bounded-map.ts";
 import { errorCode, isDataError, isDatabaseError } from "../store/db-errors.ts";
 import { insertJobsIn, type NewJob } from "../store/jobs.ts";
-import { occurrenceJob, windowJitter } from "../store/new-job.ts";
 import { lockShards, type ShardFence } from "../store/shards.ts";
 import type { ScheduleRow } from "../store/schedules.ts";
 import {
@@ -19,7 +18,8 @@ import {
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { CronRule } from "../time/cron-rule.ts";
-import { type Plan as OccurrencePlan, planOccurrences, type Occurrence } from "./occurrence-plan.ts";
+import { type Plan as OccurrencePlan, planOccurrences } from "./occurrence-plan.ts";
+import { OccurrencePlacer } from "./occurrence-placer.ts";
 
 export interface ScheduleGeneratorOptions {
   db: Db;
@@ -42,15 +42,11 @@ const MAX_SCAN = 5_000;
  */
 export class ScheduleGenerator {
   private rules = new BoundedMap<string, CronRule>(10_000);
-  /**
-   * Per tenant, the earliest instant (epoch ms) its next catch-up occurrence may be due: a
-   * rate limit. Per tenant, so that one tenant's backlog (fire_all after an outage) does not
-   * push every other tenant's catch-up behind it; the dispatch planner then shares workers
-   * between tenants round robin.
-   */
-  private readonly catchupCursor = new Map<string, number>();
+  private readonly placer: OccurrencePlacer;
 
-  constructor(private readonly o: ScheduleGeneratorOptions) {}
+  constructor(private readonly o: ScheduleGeneratorOptions) {
+    this.placer = new OccurrencePlacer(o.catchupPerSecond);
+  }
 
   /**
    * One pass; returns how many schedules were processed. Throws when the transaction itself
@@ -75,7 +71,7 @@ export class ScheduleGenerator {
           } catch {
             // Planned again alone, which pauses the schedule with the reason.
           }
-          if (plan && plan.coalesceBefore === null) together.push({ s, plan });
+          if (plan && plan.coalesceBefore === null) together.push({ s, plan, misfired: plan.misfired });
           else await this.generateOne(q, s);
         }
         if (together.length > 0) await this.generateTogether(q, together);
@@ -95,33 +91,12 @@ export class ScheduleGenerator {
    * schedule is paused.
    */
   private async generateTogether(q: Tx, planned: Planned[]): Promise<void> {
-    const cursors = new Map(this.catchupCursor);
+    const pace = this.placer.snapshot();
     let outcomes: Outcome[];
     try {
-      outcomes = await q.savepoint(async (sp) => {
-        const watched = planned.filter((p) => p.s.overlap !== "allow").map((p) => p.s);
-        const inProgress = watched.length > 0 ? await activeOccurrences(sp, watched) : new Map<string, InProgress>();
-        const decided: { p: Planned; jobs: NewJob[]; skipped: number }[] = [];
-        for (const p of planned) {
-          const counts = await this.releaseMissed(sp, p.s, inProgress.get(scheduleKey(p.s.tenant, p.s.id)));
-          decided.push({ p, ...this.decide(p.s, p.plan, p.s.db_now.getTime(), counts) });
-        }
-        const jobs = decided.flatMap((d) => d.jobs);
-        const inserted = jobs.length > 0 ? await insertJobsIn(sp, jobs) : [];
-        const createdIds = new Set(inserted.flatMap((r) => (r.kind === "created" ? [r.job.id] : [])));
-        const out = decided.map(({ p, jobs, skipped }) => ({
-          s: p.s,
-          plan: p.plan,
-          created: jobs.filter((j) => createdIds.has(j.id)).length,
-          skipped,
-          misfired: p.plan.misfired,
-        }));
-        await advanceSchedules(sp, out.map(advanceOf));
-        return out;
-      });
+      outcomes = await q.savepoint((sp) => this.write(sp, planned));
     } catch (err) {
-      this.catchupCursor.clear();
-      for (const [t, at] of cursors) this.catchupCursor.set(t, at);
+      this.placer.restore(pace);
       if (isDatabaseError(err) && !(await stillUsable(q))) throw err;
       if (!isScheduleFault(err)) {
         this.retried(err, { schedules: planned.length });
@@ -137,7 +112,7 @@ export class ScheduleGenerator {
   private async generateOne(q: Tx, s: ScheduleRow & { db_now: Date }): Promise<void> {
     let failure: unknown;
     try {
-      await q.savepoint((sp) => this.generate(sp, s, s.db_now.getTime()));
+      await q.savepoint((sp) => this.generate(sp, s));
       return;
     } catch (err) {
       // The savepoint could not be rolled back either (the connection is gone): the whole
@@ -192,18 +167,40 @@ export class ScheduleGenerator {
     });
   }
 
-  private async generate(q: Queryable, s: ScheduleRow, nowMs: number): Promise<void> {
-    const plan = this.plan(s, nowMs);
+  private async generate(q: Queryable, s: ScheduleRow & { db_now: Date }): Promise<void> {
+    const plan = this.plan(s, s.db_now.getTime());
     let misfired = plan.misfired;
     if (plan.coalesceBefore !== null) {
       misfired += await expireCoalesced(q, s.tenant, s.id, new Date(plan.coalesceBefore));
     }
-    const inProgress = s.overlap !== "allow" ? (await activeOccurrences(q, [s])).get(scheduleKey(s.tenant, s.id)) : undefined;
-    const { jobs, skipped } = this.decide(s, plan, nowMs, await this.releaseMissed(q, s, inProgress));
+    const [o] = await this.write(q, [{ s, plan, misfired }]);
+    this.account(o!);
+  }
+
+  /**
+   * What planned schedules create, written: one look at what each has in progress, one insert
+   * of every occurrence, one advance of every schedule (one schedule or a whole pass).
+   */
+  private async write(q: Queryable, planned: Planned[]): Promise<Outcome[]> {
+    const watched = planned.filter((p) => p.s.overlap !== "allow").map((p) => p.s);
+    const inProgress = watched.length > 0 ? await activeOccurrences(q, watched) : new Map<string, InProgress>();
+    const decided: { p: Planned; jobs: NewJob[]; skipped: number }[] = [];
+    for (const p of planned) {
+      const counts = await this.releaseMissed(q, p.s, inProgress.get(scheduleKey(p.s.tenant, p.s.id)));
+      decided.push({ p, ...this.decide(p.s, p.plan, p.s.db_now.getTime(), counts) });
+    }
+    const jobs = decided.flatMap((d) => d.jobs);
     const inserted = jobs.length > 0 ? await insertJobsIn(q, jobs) : [];
-    const o: Outcome = { s, plan, created: inserted.filter((r) => r.kind === "created").length, skipped, misfired };
-    await advanceSchedules(q, [advanceOf(o)]);
-    this.account(o);
+    const createdIds = new Set(inserted.flatMap((r) => (r.kind === "created" ? [r.job.id] : [])));
+    const outcomes = decided.map(({ p, jobs, skipped }) => ({
+      s: p.s,
+      plan: p.plan,
+      created: jobs.filter((j) => createdIds.has(j.id)).length,
+      skipped,
+      misfired: p.misfired,
+    }));
+    await advanceSchedules(q, outcomes.map(advanceOf));
+    return outcomes;
   }
 
   /** What a schedule has in progress; nothing in progress yet one held means its release was missed: released now. */
@@ -227,9 +224,9 @@ export class ScheduleGenerator {
     // misfire policy asked for; they do not block each other.
     for (const occ of plan.create) {
       if (s.overlap === "allow" || active === 0) {
-        jobs.push(this.place(s, occ, nowMs, false));
+        jobs.push(this.placer.place(s, occ, nowMs, false));
       } else if (s.overlap === "queue" && held < s.max_queued) {
-        jobs.push(this.place(s, occ, nowMs, true));
+        jobs.push(this.placer.place(s, occ, nowMs, true));
         held++;
       } else {
         skipped++;
@@ -251,25 +248,13 @@ export class ScheduleGenerator {
       this.o.log.info({ schedule_id: o.s.id, tenant: o.s.tenant, misfired: o.misfired, policy: o.s.misfire }, "occurrences misfired");
     }
   }
-
-  /** Where the window spreads the occurrence, and when it is due: catch-up is paced per tenant. */
-  private place(s: ScheduleRow, occ: Occurrence, nowMs: number, heldBack: boolean): NewJob {
-    const spread = occ.nominal + windowJitter(s.window_ms);
-    let due = spread;
-    if (occ.late) {
-      // Catch-up is released at a bounded rate, never as one burst.
-      due = Math.max(due, nowMs, this.catchupCursor.get(s.tenant) ?? 0);
-      // Cursors in the past hold nothing back: forgetting them loses nothing.
-      if (this.catchupCursor.size >= 10_000) for (const [t, at] of this.catchupCursor) if (at <= nowMs) this.catchupCursor.delete(t);
-      this.catchupCursor.set(s.tenant, due + 1000 / this.o.catchupPerSecond);
-    }
-    return occurrenceJob(s, { ...occ, spread, due, heldBack });
-  }
 }
 
 interface Planned {
   s: ScheduleRow & { db_now: Date };
   plan: OccurrencePlan;
+  /** The plan's, and the coalesced occurrences expired before the write. */
+  misfired: number;
 }
 
 /** A schedule's pass: what it created, skipped and found misfired. */
