@@ -8,7 +8,16 @@ import { ConfigError, loadConfig } from "../../src/config.ts";
 import { helpEnvironment, withReadmeConfiguration } from "../../src/config/docs.ts";
 import { nearest } from "../../src/config/nearest.ts";
 import { defaultOf } from "../../src/config/read-env.ts";
-import { OTHER_PROGRAMS, OTHER_PROGRAMS_PREFIX, VARIABLE_NAMES, VARIABLES } from "../../src/config/variables.ts";
+import { OTHER_PROGRAMS, OTHER_PROGRAMS_PREFIX, SECTIONS, VARIABLE_NAMES, VARIABLES } from "../../src/config/variables.ts";
+import { API_AND_AUTH } from "../../src/config/variables/api.ts";
+import { CALLS } from "../../src/config/variables/calls.ts";
+import { DISPATCH } from "../../src/config/variables/dispatch.ts";
+import { FLOW_CONTROL } from "../../src/config/variables/flow.ts";
+import { REDIS_INDEX } from "../../src/config/variables/redis-index.ts";
+import { REGIONS } from "../../src/config/variables/regions.ts";
+import { RETENTION } from "../../src/config/variables/retention.ts";
+import { STORAGE } from "../../src/config/variables/storage.ts";
+import { TEST_ONLY } from "../../src/config/variables/test-only.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 
@@ -21,6 +30,12 @@ function problemsOf(env: Record<string, string>, flags = {}): string[] {
   }
   throw new Error("expected a ConfigError");
 }
+
+test("each section's file holds its section's rows only, the files in the order of SECTIONS, no name twice", () => {
+  const files = [STORAGE, API_AND_AUTH, CALLS, DISPATCH, FLOW_CONTROL, RETENTION, REGIONS, REDIS_INDEX, TEST_ONLY];
+  expect(files.map((f) => [...new Set(Object.values(f).map((r) => r.section))])).toEqual(SECTIONS.map((s) => [s]));
+  expect(files.reduce((n, f) => n + Object.keys(f).length, 0)).toBe(VARIABLE_NAMES.length);
+});
 
 describe("every problem at once", () => {
   test("each bad variable is one line naming it, in one error", () => {
