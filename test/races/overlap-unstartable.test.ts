@@ -6,14 +6,10 @@
 // Forced here: the occurrence before has its start-by in the past (set by hand, no expiry
 // pass), and the next occurrence comes due.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ScheduleGenerator } from "../../src/dispatcher/schedule-generator.ts";
-import { silentLogger } from "../../src/obs/log.ts";
-import { Metrics } from "../../src/obs/metrics.ts";
 import { seedAuthority } from "../../src/store/authority.ts";
 import { insertSchedule } from "../../src/store/schedules.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
-import { takeShards } from "../helpers/shards.ts";
-import { dbJobs, iso, scheduleFields } from "../schedules/gen-support.ts";
+import { dbJobs, generationPass, iso, scheduleFields } from "../schedules/gen-support.ts";
 
 for (const driver of DRIVERS) {
   describe(`overlap=skip behind an occurrence that can no longer start (${driver})`, () => {
@@ -25,8 +21,6 @@ for (const driver of DRIVERS) {
     afterAll(async () => {
       await t?.close();
     });
-
-    const generator = () => new ScheduleGenerator({ db: t.db, batch: 100, catchupPerSecond: 1000, log: silentLogger, metrics: new Metrics() });
 
     const HOUR = 3_600_000;
 
@@ -43,9 +37,7 @@ for (const driver of DRIVERS) {
       return row!.next_fire_at!.getTime();
     }
 
-    async function pass(): Promise<void> {
-      await generator().runOnce(await takeShards(t.db, "gen"));
-    }
+    const pass = () => generationPass(t.db);
 
     /**
      * The schedule's first occurrence becomes the one before (an hour earlier, with its key),

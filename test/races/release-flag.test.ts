@@ -5,9 +5,6 @@
 // occurrence can come to have a held one behind it without having been made under
 // overlap=queue: the schedule changed to queue while it was in progress, a replay, a manual run.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ScheduleGenerator } from "../../src/dispatcher/schedule-generator.ts";
-import { silentLogger } from "../../src/obs/log.ts";
-import { Metrics } from "../../src/obs/metrics.ts";
 import { seedAuthority } from "../../src/store/authority.ts";
 import { replayDead } from "../../src/store/dlq.ts";
 import { insertJobsIn, transactionNow } from "../../src/store/jobs.ts";
@@ -17,10 +14,9 @@ import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { fieldsOf, getSchedule, insertSchedule, type Overlap, updateSchedule } from "../../src/store/schedules.ts";
 import { createDatabase, DRIVERS, dropDatabase, freshDb, migrateBefore, type TestDb } from "../helpers/db.ts";
 import { newJob } from "../helpers/jobs.ts";
-import { takeShards } from "../helpers/shards.ts";
 import { completeAttempts } from "../../src/store/worker-queries.ts";
 import { successOf } from "../helpers/completion.ts";
-import { dbJobs, iso, scheduleFields } from "../schedules/gen-support.ts";
+import { dbJobs, generationPass, iso, scheduleFields } from "../schedules/gen-support.ts";
 
 const HOUR = 3_600_000;
 
@@ -35,8 +31,7 @@ for (const driver of DRIVERS) {
       await t?.close();
     });
 
-    const generator = () => new ScheduleGenerator({ db: t.db, batch: 100, catchupPerSecond: 1000, log: silentLogger, metrics: new Metrics() });
-    const pass = async () => generator().runOnce(await takeShards(t.db, "gen"));
+    const pass = () => generationPass(t.db);
     const by = { actor: "test", reason: null };
 
     /** An hourly schedule due at the last full hour, with two hours of grace. */

@@ -1,11 +1,15 @@
 // Shared by the schedule generation / policy tests: a recording target that knows how many
 // calls of each path are in flight, and small readers for schedules, jobs and metrics.
 import { expect } from "bun:test";
+import { ScheduleGenerator } from "../../src/dispatcher/schedule-generator.ts";
+import { silentLogger } from "../../src/obs/log.ts";
+import { Metrics } from "../../src/obs/metrics.ts";
 import type { Runtime } from "../../src/runtime.ts";
 import type { Db } from "../../src/store/db.ts";
 import type { ScheduleFields } from "../../src/store/schedules.ts";
 import { CronRule } from "../../src/time/cron-rule.ts";
 import { api } from "../helpers/scheduler.ts";
+import { takeShards } from "../helpers/shards.ts";
 import { Target, type Received } from "../helpers/target.ts";
 
 /** A loopback target: paths starting with /slow answer after slowMs, others at once. */
@@ -151,4 +155,10 @@ export function scheduleFields(id: string, over: Partial<ScheduleFields> = {}): 
     next_fire_at: null,
     ...over,
   };
+}
+
+/** One generation pass of a fresh generator holding every shard, as a dispatcher's leader runs it. */
+export async function generationPass(db: Db): Promise<number> {
+  const generator = new ScheduleGenerator({ db, batch: 100, catchupPerSecond: 1000, log: silentLogger, metrics: new Metrics() });
+  return generator.runOnce(await takeShards(db, "gen"));
 }
