@@ -23,7 +23,7 @@ import { OccurrencePlacer } from "./occurrence-placer.ts";
 
 export interface ScheduleGeneratorOptions {
   db: Db;
-  /** Schedules per transaction. */
+  /** Schedules per transaction, unless a pass asks for another number. */
   batch: number;
   /** Catch-up occurrences released per second at most, per tenant (across its schedules). */
   catchupPerSecond: number;
@@ -53,13 +53,13 @@ export class ScheduleGenerator {
    * is lost (connection gone, fence lock failed): nothing of the pass is committed then, no
    * schedule is paused or advanced, and the next pass does it all again.
    */
-  async runOnce(fence: ShardFence): Promise<number> {
+  async runOnce(fence: ShardFence, batch = this.o.batch): Promise<number> {
     try {
       return await this.o.db.tx(async (q) => {
         // Only the schedules of the shards still held, each held to the end of the transaction.
         const shards = await lockShards(q, fence);
         if (shards.length === 0) return 0;
-        const due = await dueSchedules(q, this.o.batch, shards, fence.count);
+        const due = await dueSchedules(q, batch, shards, fence.count);
         // The common case, an on-time occurrence, for the whole pass at once (a 9:00 herd of
         // schedules was ~1.2 ms a schedule one at a time: bench/README.md, issue 15 part 23).
         // A schedule whose plan fails or that must expire coalesced occurrences goes alone.
