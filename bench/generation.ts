@@ -5,14 +5,19 @@
  * however fast the dispatcher then delivers. The generator runs alone here (no dispatcher, no
  * calls), pass after pass, as a dispatcher's leader runs it, until nothing is due.
  *
- *   npm run bench:generation -- [--schedules 10000] [--rounds 2] [--overlaps skip,allow,queue] [--batch 100]
+ *   npm run bench:generation -- [--schedules 10000] [--rounds 2] [--overlaps skip,allow,queue] [--batch N]
+ *
+ * Passes take what the dispatcher's do (100 schedules, then 500 while passes come back full),
+ * or --batch N each.
  *
  * Every schedule is hourly, due at the last full hour (within its grace: on time, not a
- * misfire), with one tenant and a small target. Per overlap policy: schedules a second, and the
+ * misfire), with one tenant and a small target. Per overlap policy: schedules a second, the
  * database's backend CPU a schedule (/proc/PID/stat of the pool's backends: the server must run
- * on this machine, as `npm run bench:generation` starts it).
+ * on this machine, as `npm run bench:generation` starts it), and this process's (the generator's
+ * planning and the driver).
  */
 import { parseArgs } from "node:util";
+import { SCHEDULE_BACKLOG_BATCH, SCHEDULE_BATCH } from "../src/dispatcher/dispatcher.ts";
 import { ScheduleGenerator } from "../src/dispatcher/schedule-generator.ts";
 import { silentLogger } from "../src/obs/log.ts";
 import { Metrics } from "../src/obs/metrics.ts";
@@ -38,7 +43,7 @@ if (values.help) {
 const flag = (name: string, raw: string | undefined, dflt: number) => wholeFlagOrExit("generation", USAGE, name, raw, dflt);
 const N = flag("schedules", values.schedules, 10_000);
 const ROUNDS = flag("rounds", values.rounds, 2);
-const BATCH = flag("batch", values.batch, 100);
+const BATCH = values.batch === undefined ? undefined : flag("batch", values.batch, SCHEDULE_BATCH);
 const OVERLAPS = ["skip", "allow", "queue"] as const;
 type Overlap = (typeof OVERLAPS)[number];
 const overlaps = (values.overlaps ?? OVERLAPS.join(",")).split(",").map((o) => o.trim()) as Overlap[];
@@ -58,6 +63,7 @@ interface Result {
   perSec: number;
   seconds: number;
   backendUs: number;
+  processUs: number;
 }
 
 async function round(overlap: Overlap): Promise<Result> {
@@ -76,18 +82,25 @@ async function round(overlap: Overlap): Promise<Result> {
       [new Date(hour), overlap],
     );
     await db.exec("VACUUM ANALYZE schedules");
-    const generator = new ScheduleGenerator({ db, batch: BATCH, catchupPerSecond: 1000, log: silentLogger, metrics: new Metrics() });
+    const generator = new ScheduleGenerator({ db, batch: BATCH ?? SCHEDULE_BATCH, catchupPerSecond: 1000, log: silentLogger, metrics: new Metrics() });
     const fence = await takeShards(db, "bench");
     const pids = (await db.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")).map((r) => r.pid);
     const cpu0 = pids.reduce((s, p) => s + cpuSeconds(p), 0);
+    const own0 = process.cpuUsage();
     const t0 = performance.now();
     let made = 0;
-    for (let n = await generator.runOnce(fence); n > 0; n = await generator.runOnce(fence)) made += n;
+    // As the dispatcher sizes its passes (or --batch each).
+    let batch = BATCH ?? SCHEDULE_BATCH;
+    for (let n = await generator.runOnce(fence, batch); n > 0; n = await generator.runOnce(fence, batch)) {
+      made += n;
+      if (BATCH === undefined) batch = n === batch ? SCHEDULE_BACKLOG_BATCH : SCHEDULE_BATCH;
+    }
     const seconds = (performance.now() - t0) / 1000;
     const cpu = pids.reduce((s, p) => s + cpuSeconds(p), 0) - cpu0;
+    const own = process.cpuUsage(own0);
     const [{ jobs }] = await db.query<{ jobs: string }>("SELECT count(*)::text AS jobs FROM jobs");
     if (made !== N || Number(jobs) !== N) throw new Error(`generation: ${made} schedules generated, ${jobs} jobs, of ${N}`);
-    return { overlap, perSec: N / seconds, seconds, backendUs: (cpu * 1e6) / N };
+    return { overlap, perSec: N / seconds, seconds, backendUs: (cpu * 1e6) / N, processUs: (own.user + own.system) / N };
   } finally {
     await db.close();
     await dropDatabase(url).catch(() => {});
@@ -104,10 +117,12 @@ for (let r = 1; r <= ROUNDS; r++)
 const admin = postgres(testDatabaseUrl(), { max: 1, onnotice: () => {} });
 const server = await describeServer((s) => admin.unsafe(s) as never);
 await admin.end();
-process.stdout.write(`\ngeneration: ${N} schedules due at one instant, ${ROUNDS} rounds alternated, ${BATCH} schedules a transaction, one generator\n\n`);
+const passes =
+  BATCH === undefined ? `passes of ${SCHEDULE_BATCH}, then ${SCHEDULE_BACKLOG_BATCH} while full (as the dispatcher's)` : `${BATCH} schedules a pass`;
+process.stdout.write(`\ngeneration: ${N} schedules due at one instant, ${ROUNDS} rounds alternated, ${passes}, one generator\n\n`);
 process.stdout.write(
   table(
-    ["overlap", "schedules/s", "all made after, s", "backend CPU µs/schedule"],
+    ["overlap", "schedules/s", "all made after, s", "backend CPU µs/schedule", "process CPU µs/schedule"],
     overlaps.map((o) => {
       const rs = results.filter((r) => r.overlap === o);
       return [
@@ -124,11 +139,15 @@ process.stdout.write(
           rs.map((r) => r.backendUs),
           0,
         ),
+        range(
+          rs.map((r) => r.processUs),
+          0,
+        ),
       ];
     }),
   ),
 );
 process.stdout.write(
-  "\nall made after: the first pass's start → the end of the pass that made the last occurrence (when the passes start at the herd's instant, how late\n  its last occurrence is made; its call comes later still).\nbackend CPU: user + system time of the generator's connections' backends (/proc/PID/stat, 10 ms ticks) / schedules.\n\n",
+  "\nall made after: the first pass's start → the end of the pass that made the last occurrence (when the passes start at the herd's instant, how late\n  its last occurrence is made; its call comes later still).\nbackend CPU: user + system time of the generator's connections' backends (/proc/PID/stat, 10 ms ticks) / schedules.\nprocess CPU: this process's user + system time (the generator's planning, postgres.js) / schedules.\n\n",
 );
 process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);

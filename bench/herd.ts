@@ -19,7 +19,7 @@ import type { Db } from "../src/store/db.ts";
 import { openPglite } from "../src/store/pglite-driver.ts";
 import { openPostgres } from "../src/store/postgres-driver.ts";
 import { duration, UsageError, whole } from "./lib/args.ts";
-import { defaultLeadMs, type HerdFigures, mib, runHerd } from "./lib/herd.ts";
+import { defaultLeadMs, defaultScheduleLeadMs, type HerdFigures, mib, runHerd } from "./lib/herd.ts";
 import { describeMachine, packageVersion, type Machine } from "./lib/machine.ts";
 import { passedThrough, SchedulerProcess } from "./lib/scheduler-process.ts";
 import { keyValues, table } from "./lib/stats.ts";
@@ -33,6 +33,7 @@ const progress = process.stderr.isTTY ? say : undefined;
 
 interface HerdArgs {
   jobs: number;
+  schedules?: "allow" | "skip" | "queue";
   rate?: number;
   concurrency: number;
   leadMs?: number;
@@ -48,13 +49,17 @@ interface HerdArgs {
 const USAGE = `usage: bun bench/herd.ts [options]     (npm run bench:herd -- [options])
 
   --jobs N              jobs in the herd, all due at one instant (50000)
+  --schedules           the herd is N schedules whose occurrences are all due at one
+                        whole second, made through POST /v1/schedules, instead of jobs
+  --overlap POLICY      with --schedules: the schedules' overlap, allow | skip | queue (skip)
   --rate N              SCHEDULER_DISPATCH_RATE: global dispatches per second (none)
   --concurrency N       WORKER_CONCURRENCY of the scheduler (200)
   --lead DUR            the herd is due DUR after creation starts (3s + 0.2 ms per job)
   --timeout DUR         from the due instant, give up after DUR (300s)
   --settle DUR          after the last call, listen this long for duplicates (1s)
   --batch N             jobs per POST /v1/jobs/batch (1000, the API's maximum)
-  --post-concurrency N  batch requests in flight while creating (2)
+  --post-concurrency N  batch requests in flight while creating (2; with --schedules,
+                        schedule requests in flight: 8)
   --log-level LEVEL     the scheduler's LOG_LEVEL (warn)
   --scheduler-log FILE  where the scheduler's output goes (a temp file)
   --json FILE           also write the figures as JSON
@@ -72,6 +77,8 @@ function parseHerdArgs(argv: string[]): HerdArgs | undefined {
       args: argv,
       options: {
         jobs: { type: "string" },
+        schedules: { type: "boolean" },
+        overlap: { type: "string" },
         rate: { type: "string" },
         concurrency: { type: "string" },
         lead: { type: "string" },
@@ -95,15 +102,20 @@ function parseHerdArgs(argv: string[]): HerdArgs | undefined {
   const levels = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
   const logLevel = values["log-level"] ?? "warn";
   if (!levels.includes(logLevel)) throw new UsageError(`--log-level must be one of ${levels.join(", ")}`);
+  const overlaps = ["allow", "skip", "queue"] as const;
+  const overlap = values.overlap ?? "skip";
+  if (!overlaps.includes(overlap as (typeof overlaps)[number])) throw new UsageError(`--overlap must be one of ${overlaps.join(", ")}`);
+  if (values.overlap !== undefined && !values.schedules) throw new UsageError("--overlap goes with --schedules");
   return {
     jobs: values.jobs ? whole("jobs", values.jobs, 1, 10_000_000) : 50_000,
+    schedules: values.schedules ? (overlap as (typeof overlaps)[number]) : undefined,
     rate: values.rate ? whole("rate", values.rate, 1, 10_000_000) : undefined,
     concurrency: values.concurrency ? whole("concurrency", values.concurrency, 1, 10_000) : 200,
     leadMs: values.lead ? duration("lead", values.lead) : undefined,
     timeoutMs: values.timeout ? duration("timeout", values.timeout) : 300_000,
     settleMs: values.settle ? duration("settle", values.settle) : 1000,
     batch: values.batch ? whole("batch", values.batch, 1, 1000) : 1000,
-    postConcurrency: values["post-concurrency"] ? whole("post-concurrency", values["post-concurrency"], 1, 64) : 2,
+    postConcurrency: values["post-concurrency"] ? whole("post-concurrency", values["post-concurrency"], 1, 64) : values.schedules ? 8 : 2,
     logLevel,
     schedulerLog: values["scheduler-log"],
     json: values.json,
@@ -116,6 +128,9 @@ interface DbCheck {
   server?: ServerInfo;
   statuses: Record<string, number>;
   attempts: number;
+  /** When the first and the last job was made (ms since the epoch, the database's clock). */
+  madeFirst: number | null;
+  madeLast: number | null;
 }
 
 async function inspectDb(db: Db, postgres: boolean): Promise<DbCheck> {
@@ -124,7 +139,15 @@ async function inspectDb(db: Db, postgres: boolean): Promise<DbCheck> {
     const server = postgres ? await describeServer((q) => db.query(q)) : undefined;
     const rows = await db.query<{ status: string; n: number }>("SELECT status, count(*)::int AS n FROM jobs GROUP BY status ORDER BY status");
     const [{ n }] = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM attempts");
-    return { version, server, statuses: Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])), attempts: Number(n) };
+    const [made] = await db.query<{ first: Date | null; last: Date | null }>("SELECT min(created_at) AS first, max(created_at) AS last FROM jobs");
+    return {
+      version,
+      server,
+      statuses: Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])),
+      attempts: Number(n),
+      madeFirst: made.first ? new Date(made.first).getTime() : null,
+      madeLast: made.last ? new Date(made.last).getTime() : null,
+    };
   } finally {
     await db.close();
   }
@@ -183,19 +206,28 @@ async function main(): Promise<number> {
     const { dbUrl, dataDir, label: dbLabel } = await h.database("herd");
     progress?.(`bench: database: ${dbLabel}`);
     progress?.(`bench: scheduler output: ${logFile}`);
-    target = new RecordingTarget();
+    target = new RecordingTarget(args.schedules ? "idempotency-key" : "webhook-id");
     const env: Record<string, string> = {};
+    if (args.schedules) env.SCHEDULER_TENANT_MAX_SCHEDULES = String(Math.max(1000, args.jobs));
     if (args.rate !== undefined) env.SCHEDULER_DISPATCH_RATE = String(args.rate);
     sched = await SchedulerProcess.start({ databaseUrl: dbUrl, dataDir, concurrency: args.concurrency, logLevel: args.logLevel, logFile, env });
     await sched.waitReady();
     progress?.(`bench: scheduler ready at ${sched.url} (pid ${sched.proc.pid}), target at ${target.url}`);
     const s = sched;
 
-    const leadMs = args.leadMs ?? defaultLeadMs(args.jobs);
+    const leadMs = args.leadMs ?? (args.schedules ? defaultScheduleLeadMs(args.jobs) : defaultLeadMs(args.jobs));
     const f = await runHerd({
       sched: { url: s.url, pid: s.proc.pid, assertAlive: () => s.assertAlive() },
       target,
-      settings: { jobs: args.jobs, leadMs, timeoutMs: args.timeoutMs, settleMs: args.settleMs, batch: args.batch, postConcurrency: args.postConcurrency },
+      settings: {
+        jobs: args.jobs,
+        leadMs,
+        timeoutMs: args.timeoutMs,
+        settleMs: args.settleMs,
+        batch: args.batch,
+        postConcurrency: args.postConcurrency,
+        schedules: args.schedules,
+      },
       phase: 0,
       tag: "herd",
       progress,
@@ -214,8 +246,9 @@ async function main(): Promise<number> {
     if (f.early) problems.push(`${f.early} calls before the job's due_at`);
     if (f.earlyByHeader) problems.push(`${f.earlyByHeader} calls before the Scheduler-Scheduled-For they carried`);
     if (f.headerMismatch) problems.push(`${f.headerMismatch} calls whose Scheduler-Scheduled-For is not the job's due_at`);
-    if (target.unexpected) problems.push(`${target.unexpected} calls with a webhook-id the bench did not create`);
-    if (target.withoutId) problems.push(`${target.withoutId} calls without a webhook-id`);
+    const key = args.schedules ? "an Idempotency-Key" : "a webhook-id";
+    if (target.unexpected) problems.push(`${target.unexpected} calls with ${key} the bench did not create`);
+    if (target.withoutId) problems.push(`${target.withoutId} calls without ${key}`);
     if ((check.statuses.succeeded ?? 0) !== N)
       problems.push(`database: ${check.statuses.succeeded ?? 0}/${N} jobs succeeded (${JSON.stringify(check.statuses)})`);
     if (check.attempts !== N) problems.push(`database: ${check.attempts} attempt rows for ${N} jobs`);
@@ -260,6 +293,13 @@ async function main(): Promise<number> {
   }
 }
 
+/** When the generator made the occurrences, from their instant (jobs.created_at, the database's clock). */
+function madeLine(c: DbCheck, instant: number): string {
+  if (c.madeFirst === null || c.madeLast === null) return "-";
+  const s = (ms: number) => `${((ms - instant) / 1000).toFixed(2)} s`;
+  return `the first ${s(c.madeFirst)}, the last ${s(c.madeLast)} after the fire instant`;
+}
+
 function report(r: {
   args: HerdArgs;
   leadMs: number;
@@ -277,18 +317,21 @@ function report(r: {
   const rate = r.args.rate !== undefined ? `, SCHEDULER_DISPATCH_RATE=${r.args.rate}` : "";
   const out = [
     "",
-    `scheduler herd: ${r.args.jobs} jobs due at one instant, WORKER_CONCURRENCY=${r.args.concurrency}${rate}, --mode=all in its own process${env ? `, ${env}` : ""}`,
+    `scheduler herd: ${r.args.schedules ? `${r.args.jobs} schedules (overlap ${r.args.schedules}) whose occurrences are` : `${r.args.jobs} jobs`} due at one instant, WORKER_CONCURRENCY=${r.args.concurrency}${rate}, --mode=all in its own process${env ? `, ${env}` : ""}`,
     `database: ${r.dbLabel}`,
     "",
     herdTable(r.args.rate, f),
     "",
-    "create = POST /v1/jobs/batch of all jobs; drain = due instant → last first call; deliveries/s = jobs / drain",
+    r.args.schedules
+      ? "create = POST /v1/schedules of every schedule; drain = the fire instant → last first call of an occurrence; deliveries/s = occurrences / drain"
+      : "create = POST /v1/jobs/batch of all jobs; drain = due instant → last first call; deliveries/s = jobs / drain",
     "lag = first call's arrival − due_at; max in 1 s = most calls in any 1-second window;",
     "peak RSS = the scheduler process's VmHWM after the drain; early = calls before due_at or before their Scheduler-Scheduled-For",
     "",
     keyValues([
       ["due at", `${f.dueAt}, ${r.leadMs} ms after creation started; creation ended ${(f.slackMs / 1000).toFixed(2)} s before it`],
       ["calls/s", `per second after the due instant: ${f.perSecond.join(" ")}`],
+      ...(r.args.schedules ? ([["occurrences made", madeLine(r.check, Date.parse(f.dueAt))]] as [string, string][]) : []),
       [
         "steady 1 s max",
         f.maxPerSecondAfterFirst === null

@@ -1,7 +1,8 @@
 /**
  * A loopback webhook target that answers 200 at once and records when each call arrived
- * (Date.now(), the same wall clock as due_at), keyed by its webhook-id header, and the
- * Scheduler-Scheduled-For header each job's first call carried.
+ * (Date.now(), the same wall clock as due_at), keyed by its webhook-id header (or another:
+ * a schedule's occurrences are known ahead by their Idempotency-Key, not by their ids), and
+ * the Scheduler-Scheduled-For header each job's first call carried.
  */
 export class RecordingTarget {
   /** webhook-id → arrival times (ms since the epoch), in arrival order. */
@@ -18,14 +19,14 @@ export class RecordingTarget {
   private readonly firstCalls: number[] = [];
   private readonly server: ReturnType<typeof Bun.serve>;
 
-  constructor() {
+  constructor(keyHeader = "webhook-id") {
     this.server = Bun.serve({
       hostname: "127.0.0.1",
       port: 0,
       idleTimeout: 0,
       fetch: (req) => {
         const at = Date.now();
-        const id = req.headers.get("webhook-id");
+        const id = req.headers.get(keyHeader);
         const sf = Date.parse(req.headers.get("scheduler-scheduled-for") ?? "");
         if (!(at >= sf)) this.beforeScheduledFor++;
         if (id === null) {
