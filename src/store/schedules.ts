@@ -101,10 +101,11 @@ export class ScheduleQuotaError extends Error {
   override readonly name = "ScheduleQuotaError";
 }
 
-/** Inserts a schedule; undefined when the id is taken in the tenant. */
 /**
- * `firstFire`, when given, sets next_fire_at from the database's now() read in this same
- * transaction: the first fire is never decided by the process clock.
+ * Inserts a schedule; undefined when the id is taken in the tenant. `firstFire`, when given,
+ * sets next_fire_at from the database's now() read in this same transaction: the first fire
+ * is never decided by the process clock. `maxSchedules`, when given, is the tenant's quota
+ * (ScheduleQuotaError beyond it), checked under the tenant's creation lock.
  */
 export async function insertSchedule(
   db: Db,
@@ -117,7 +118,7 @@ export async function insertSchedule(
   return db.tx(async (q) => {
     if (maxSchedules !== undefined) {
       await q.query(sql("LockTenantSchedules"), [s.tenant]);
-      const n = Number((await q.query<{ n: string }>(sql("CountTenantSchedules"), [s.tenant, maxSchedules]))[0]!.n);
+      const n = Number((await q.query<{ n: string }>(sql("CountTenantSchedules"), [s.tenant]))[0]!.n);
       if (n >= maxSchedules)
         throw new ScheduleQuotaError(
           `tenant ${s.tenant} has ${n} schedules, the most it may have (SCHEDULER_TENANT_MAX_SCHEDULES or its schedules= quota); delete one first`,
