@@ -80,6 +80,8 @@ export const SCHEDULE_BATCH = 100;
  * part 24); the first pass stays small, so that a few due schedules hold their locks briefly.
  */
 export const SCHEDULE_BACKLOG_BATCH = 500;
+/** The first wait after a failed generation pass; it doubles while passes keep failing. */
+const GENERATION_RETRY_MIN_MS = 100;
 /** How soon a dispatcher looks again at a full worker in its process (no statement runs then). */
 const LOCAL_FULL_RECHECK_MS = 10;
 
@@ -241,7 +243,9 @@ export class Dispatcher extends PeriodicLoop<number> {
     // Due instants are on the database's clock: the wait until them is measured on it too.
     const dbNow = this.clock.now();
     const jobIn = next ? next.getTime() - this.prestageMs - dbNow : Infinity;
-    const untilNext = Math.min(jobIn, this.scheduleDueAt - dbNow);
+    // A schedule due while its generation waits out a failure is not due before the retry.
+    const fireIn = Math.max(this.scheduleDueAt - dbNow, this.generationRetryAt - performance.now());
+    const untilNext = Math.min(jobIn, fireIn);
     // A due job that the claim did not see means our clock runs ahead of the database's, or
     // (with a Redis index) that the relay has not added it yet, or that the index missed it
     // and the reconciliation pass will claim it: wait a little rather than spin. The relay
@@ -261,6 +265,14 @@ export class Dispatcher extends PeriodicLoop<number> {
 
   /** The last generation pass was full: more schedules are due now. */
   private generationBacklog = false;
+  /**
+   * After a generation pass that failed, none before this (performance.now()): the wait
+   * doubles from GENERATION_RETRY_MIN_MS to the poll interval while they keep failing. With
+   * a schedule due, a failing pass was tried again every ~10 ms, an error line each (~100 a
+   * second) for as long as the fault lasted.
+   */
+  private generationRetryAt = 0;
+  private generationRetryMs = 0;
   /** Earliest next_fire_at seen (epoch ms, database clock); generation runs only near it. */
   private scheduleDueAt = -Infinity;
   /** When the coordinator sweeps expired and misfired jobs next (database clock). */
@@ -272,6 +284,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     // the skew margin for drift since: a process clock that is off makes it neither skip a
     // due schedule nor wait for its own idea of the time.
     if (this.clock.now() < this.scheduleDueAt - this.o.skewMs - 50) return;
+    if (performance.now() < this.generationRetryAt) return;
     try {
       const batch = this.generationBacklog ? SCHEDULE_BACKLOG_BATCH : SCHEDULE_BATCH;
       const n = await this.generator.runOnce(fence, batch);
@@ -281,9 +294,13 @@ export class Dispatcher extends PeriodicLoop<number> {
       // worker and so never reaches the idle path below would run a generation transaction
       // every time.
       if (n < batch) this.scheduleDueAt = (await nextFireAt(this.o.db))?.getTime() ?? Infinity;
+      this.generationRetryMs = 0;
     } catch (err) {
       // Schedules must not hold back one-off jobs: claims go on, generation is retried.
-      this.o.log.error({ err }, "occurrence generation failed; retrying on the next pass");
+      this.generationBacklog = false;
+      this.generationRetryMs = Math.min(this.o.pollIntervalMs, Math.max(GENERATION_RETRY_MIN_MS, 2 * this.generationRetryMs));
+      this.generationRetryAt = performance.now() + this.generationRetryMs;
+      this.o.log.error({ err, retry_in_ms: this.generationRetryMs }, "occurrence generation failed; retrying");
     }
   }
 
