@@ -1,0 +1,102 @@
+/**
+ * The dispatcher's generation passes, in a running scheduler.
+ *
+ * A 9:00 herd of schedules: the first pass takes 100 due schedules; while passes come back
+ * full it takes 500 a pass, one right after the other, even while the worker in its process
+ * is full (its first occurrences keep it busy). Before, every pass took 100 and waited the full
+ * worker's recheck between passes: 10,000 schedules were made over ~3 s of a 9:00 herd
+ * (bench/README.md, issue 15 part 24). Once a pass comes back short the next herd starts at
+ * 100 again, so a few due schedules hold their locks briefly.
+ *
+ * A pass that fails (its transaction lost: a cancelled statement, a fence lock that failed) is
+ * tried again after a wait that doubles while passes keep failing, from 100 ms to the poll
+ * interval. Before, with a schedule due, the dispatcher tried again on every pass, ~10 ms
+ * apart, and logged an error line each time (~100 a second for as long as the fault lasted).
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import type { Runtime } from "../../src/runtime.ts";
+import type { Db } from "../../src/store/db.ts";
+import type { ShardFence } from "../../src/store/shards.ts";
+import { withTestFaults } from "../../src/store/test-faults.ts";
+import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
+import { memoryLogger } from "../helpers/log.ts";
+import { startScheduler } from "../helpers/scheduler.ts";
+import { eventually } from "../helpers/target.ts";
+import { dueHourlySchedules } from "../schedules/gen-support.ts";
+
+const occurrences = async (db: Db, where = "true") => Number((await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE ${where}`))[0]!.n);
+
+/** A fault armed for the first `n` runs of its query, then off. */
+const firstN = (n: number) => () => (n-- > 0 ? 0 : 1);
+
+for (const driver of DRIVERS) {
+  describe(`the dispatcher's generation passes (${driver})`, () => {
+    let t: TestDb | undefined;
+    let rt: Runtime | undefined;
+
+    afterEach(async () => {
+      await rt?.stop();
+      await t?.close();
+      rt = t = undefined;
+    });
+
+    test("passes of 100, then 500 while they come back full; the next herd starts at 100", async () => {
+      t = await freshDb(driver);
+      rt = await startScheduler(t.db, { SCHEDULER_POLL_INTERVAL: "5s" });
+      // Full throughout: the occurrences stay scheduled, and every pass finds the worker full.
+      let asked = 0;
+      rt.worker!.wantsMore = () => {
+        asked++;
+        return false;
+      };
+      const generator = rt.dispatcher!.generator;
+      const run = generator.runOnce.bind(generator);
+      const passes: [number | undefined, number][] = [];
+      generator.runOnce = async (fence: ShardFence, batch?: number) => {
+        const n = await run(fence, batch);
+        if (n > 0) passes.push([batch, n]);
+        return n;
+      };
+
+      await dueHourlySchedules(t.db, "herd-", 1, 750);
+      await eventually(async () => (await occurrences(t!.db)) === 750, 20_000, "750 occurrences made");
+      expect(passes).toEqual([
+        [100, 100],
+        [500, 500],
+        [500, 150],
+      ]);
+      expect(asked).toBeGreaterThan(0);
+
+      passes.length = 0;
+      await dueHourlySchedules(t.db, "herd-", 751, 120);
+      await eventually(async () => (await occurrences(t!.db)) === 870, 20_000, "120 more occurrences made");
+      expect(passes).toEqual([
+        [100, 100],
+        [500, 20],
+      ]);
+    }, 60_000);
+
+    test("a failed pass is tried again after 100, 200, 400 ms, one error line each, and the occurrence comes once it passes", async () => {
+      t = await freshDb(driver);
+      // DueSchedules fails its first four runs.
+      const failedAt: number[] = [];
+      const db = withTestFaults(t.db, [{ query: "DueSchedules", code: "57014", probability: 1 }], {
+        random: firstN(4),
+        onInject: () => failedAt.push(performance.now()),
+      });
+      const m = memoryLogger("info");
+      rt = await startScheduler(db, { SCHEDULER_POLL_INTERVAL: "5s" }, { log: m.log });
+      await dueHourlySchedules(t.db, "retried-", 1, 1);
+      await eventually(async () => (await occurrences(t!.db)) === 1, 10_000, "the occurrence made");
+      expect(failedAt).toHaveLength(4);
+      const gaps = failedAt.slice(1).map((at, i) => at - failedAt[i]!);
+      // Before: ~10 ms each. A pass may come later than its retry, never sooner.
+      expect(gaps[0]!).toBeGreaterThanOrEqual(95);
+      expect(gaps[1]!).toBeGreaterThanOrEqual(195);
+      expect(gaps[2]!).toBeGreaterThanOrEqual(395);
+      const lines = m.find("occurrence generation failed");
+      expect(lines).toHaveLength(4);
+      expect(lines.map((l) => l.retry_in_ms)).toEqual([100, 200, 400, 800]);
+    }, 30_000);
+  });
+}
