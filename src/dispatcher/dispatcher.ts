@@ -266,10 +266,10 @@ export class Dispatcher extends PeriodicLoop<number> {
   /** The last generation pass was full: more schedules are due now. */
   private generationBacklog = false;
   /**
-   * After a generation pass that failed, none before this (performance.now()): the wait
-   * doubles from GENERATION_RETRY_MIN_MS to the poll interval while they keep failing. With
-   * a schedule due, a failing pass was tried again every ~10 ms, an error line each (~100 a
-   * second) for as long as the fault lasted.
+   * After a generation pass that failed or put schedules off, none before this
+   * (performance.now()): the wait doubles from GENERATION_RETRY_MIN_MS to the poll interval
+   * while they keep failing. With a schedule due, a failing pass was tried again every ~10 ms,
+   * a log line each (~100 a second) for as long as the fault lasted.
    */
   private generationRetryAt = 0;
   private generationRetryMs = 0;
@@ -288,20 +288,28 @@ export class Dispatcher extends PeriodicLoop<number> {
     try {
       const batch = this.generationBacklog ? SCHEDULE_BACKLOG_BATCH : SCHEDULE_BATCH;
       const n = await this.generator.runOnce(fence, batch);
-      this.generationBacklog = n === batch;
+      // Schedules put off by a transient error (the generator logged which) are still due:
+      // the next pass waits like one after a failure, or it would come at once.
+      const putOff = this.generator.lastPassPutOff;
+      this.generationBacklog = n === batch && !putOff;
       // Nothing more due now: the gate stays shut until the next fire time (a new or changed
       // schedule lowers it through its NOTIFY). Left open, a pass that claims for a busy
       // worker and so never reaches the idle path below would run a generation transaction
       // every time.
       if (n < batch) this.scheduleDueAt = (await nextFireAt(this.o.db))?.getTime() ?? Infinity;
-      this.generationRetryMs = 0;
+      if (putOff) this.retryGenerationLater();
+      else this.generationRetryMs = 0;
     } catch (err) {
       // Schedules must not hold back one-off jobs: claims go on, generation is retried.
       this.generationBacklog = false;
-      this.generationRetryMs = Math.min(this.o.pollIntervalMs, Math.max(GENERATION_RETRY_MIN_MS, 2 * this.generationRetryMs));
-      this.generationRetryAt = performance.now() + this.generationRetryMs;
+      this.retryGenerationLater();
       this.o.log.error({ err, retry_in_ms: this.generationRetryMs }, "occurrence generation failed; retrying");
     }
+  }
+
+  private retryGenerationLater(): void {
+    this.generationRetryMs = Math.min(this.o.pollIntervalMs, Math.max(GENERATION_RETRY_MIN_MS, 2 * this.generationRetryMs));
+    this.generationRetryAt = performance.now() + this.generationRetryMs;
   }
 
   /**

@@ -54,6 +54,7 @@ export class ScheduleGenerator {
    * schedule is paused or advanced, and the next pass does it all again.
    */
   async runOnce(fence: ShardFence, batch = this.o.batch): Promise<number> {
+    this.putOff = false;
     try {
       return await this.o.db.tx(async (q) => {
         // Only the schedules of the shards still held, each held to the end of the transaction.
@@ -131,6 +132,15 @@ export class ScheduleGenerator {
     await pauseBrokenSchedule(q, s.tenant, s.id, reason);
   }
 
+  /**
+   * The last pass put some schedules off to a later one: a transient error rolled their
+   * write back (they are still due). The dispatcher waits a little before the next pass.
+   */
+  get lastPassPutOff(): boolean {
+    return this.putOff;
+  }
+  private putOff = false;
+
   /** Counted once per error: the one that lost a schedule's turn, or the whole pass's. */
   private counted = new WeakSet<object>();
   private retried(err: unknown, where: { schedule_id?: string; tenant?: string; schedules?: number }): void {
@@ -141,7 +151,10 @@ export class ScheduleGenerator {
     const code = errorCode(err);
     this.o.metrics.generationRetries.inc({ code });
     // A whole pass lost is logged by its caller.
-    if (where.schedule_id || where.schedules) this.o.log.warn({ err, code, ...where }, "occurrence generation hit a database error; retrying on the next pass");
+    if (where.schedule_id || where.schedules) {
+      this.putOff = true;
+      this.o.log.warn({ err, code, ...where }, "occurrence generation hit a database error; retrying shortly");
+    }
   }
 
   private rule(s: ScheduleRow): CronRule {

@@ -8,10 +8,11 @@
  * (bench/README.md, issue 15 part 24). Once a pass comes back short the next herd starts at
  * 100 again, so a few due schedules hold their locks briefly.
  *
- * A pass that fails (its transaction lost: a cancelled statement, a fence lock that failed) is
- * tried again after a wait that doubles while passes keep failing, from 100 ms to the poll
- * interval. Before, with a schedule due, the dispatcher tried again on every pass, ~10 ms
- * apart, and logged an error line each time (~100 a second for as long as the fault lasted).
+ * A pass that fails (its transaction lost: a cancelled statement, a fence lock that failed), or
+ * that puts schedules off (a transient error rolled their write back), is tried again after a
+ * wait that doubles while passes keep failing, from 100 ms to the poll interval. Before, with
+ * a schedule due, the dispatcher tried again on every pass, ~10 ms apart, and logged a line
+ * each time (~100 a second for as long as the fault lasted).
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import type { Runtime } from "../../src/runtime.ts";
@@ -76,27 +77,35 @@ for (const driver of DRIVERS) {
       ]);
     }, 60_000);
 
-    test("a failed pass is tried again after 100, 200, 400 ms, one error line each, and the occurrence comes once it passes", async () => {
-      t = await freshDb(driver);
-      // DueSchedules fails its first four runs.
-      const failedAt: number[] = [];
-      const db = withTestFaults(t.db, [{ query: "DueSchedules", code: "57014", probability: 1 }], {
-        random: firstN(4),
-        onInject: () => failedAt.push(performance.now()),
-      });
-      const m = memoryLogger("info");
-      rt = await startScheduler(db, { SCHEDULER_POLL_INTERVAL: "5s" }, { log: m.log });
-      await dueHourlySchedules(t.db, "retried-", 1, 1);
-      await eventually(async () => (await occurrences(t!.db)) === 1, 10_000, "the occurrence made");
-      expect(failedAt).toHaveLength(4);
-      const gaps = failedAt.slice(1).map((at, i) => at - failedAt[i]!);
-      // Before: ~10 ms each. A pass may come later than its retry, never sooner.
-      expect(gaps[0]!).toBeGreaterThanOrEqual(95);
-      expect(gaps[1]!).toBeGreaterThanOrEqual(195);
-      expect(gaps[2]!).toBeGreaterThanOrEqual(395);
-      const lines = m.find("occurrence generation failed");
-      expect(lines).toHaveLength(4);
-      expect(lines.map((l) => l.retry_in_ms)).toEqual([100, 200, 400, 800]);
-    }, 30_000);
+    // A pass lost whole (DueSchedules: its transaction is gone) logs an error naming the wait;
+    // one whose write a transient error rolled back (InsertJobs: the generator puts those
+    // schedules off, and logs which) waits the same.
+    test.each([
+      ["DueSchedules", "57014", "occurrence generation failed"],
+      ["InsertJobs", "55P03", "occurrence generation hit a database error"],
+    ])(
+      "%s failing (%s): tried again after 100, 200, 400 ms, one line each, and the occurrence comes once it passes",
+      async (query, code, line) => {
+        t = await freshDb(driver);
+        // The query fails its first four runs.
+        const failedAt: number[] = [];
+        const db = withTestFaults(t.db, [{ query, code, probability: 1 }], {
+          random: firstN(4),
+          onInject: () => failedAt.push(performance.now()),
+        });
+        const m = memoryLogger("info");
+        rt = await startScheduler(db, { SCHEDULER_POLL_INTERVAL: "5s" }, { log: m.log });
+        await dueHourlySchedules(t.db, "retried-", 1, 1);
+        await eventually(async () => (await occurrences(t!.db)) === 1, 10_000, "the occurrence made");
+        expect(failedAt).toHaveLength(4);
+        const gaps = failedAt.slice(1).map((at, i) => at - failedAt[i]!);
+        // Before: ~10 ms each. A pass may come later than its retry, never sooner.
+        expect(gaps[0]!).toBeGreaterThanOrEqual(95);
+        expect(gaps[1]!).toBeGreaterThanOrEqual(195);
+        expect(gaps[2]!).toBeGreaterThanOrEqual(395);
+        expect(m.find(line)).toHaveLength(4);
+      },
+      30_000,
+    );
   });
 }
