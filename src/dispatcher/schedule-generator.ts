@@ -197,7 +197,7 @@ export class ScheduleGenerator {
   private async write(q: Queryable, planned: Planned[]): Promise<Outcome[]> {
     const watched = planned.filter((p) => p.s.overlap !== "allow").map((p) => p.s);
     const inProgress = watched.length > 0 ? await activeOccurrences(q, watched) : new Map<string, InProgress>();
-    const decided: { p: Planned; jobs: NewJob[]; skipped: number }[] = [];
+    const decided: { p: Planned; jobs: NewJob[]; skipped: number[] }[] = [];
     for (const p of planned) {
       const counts = await this.releaseMissed(q, p.s, inProgress.get(scheduleKey(p.s.tenant, p.s.id)));
       decided.push({ p, ...this.decide(p.s, p.plan, p.s.db_now.getTime(), counts) });
@@ -209,7 +209,8 @@ export class ScheduleGenerator {
       s: p.s,
       plan: p.plan,
       created: jobs.filter((j) => createdIds.has(j.id)).length,
-      skipped,
+      skipped: skipped.length,
+      skippedNominals: skipped,
       misfired: p.misfired,
     }));
     await advanceSchedules(q, outcomes.map(advanceOf));
@@ -226,12 +227,12 @@ export class ScheduleGenerator {
     return c;
   }
 
-  /** The occurrences to create under the overlap policy, and how many it skips. */
-  private decide(s: ScheduleRow, plan: OccurrencePlan, nowMs: number, c: InProgress): { jobs: NewJob[]; skipped: number } {
+  /** The occurrences to create under the overlap policy, and the nominal times it skips. */
+  private decide(s: ScheduleRow, plan: OccurrencePlan, nowMs: number, c: InProgress): { jobs: NewJob[]; skipped: number[] } {
     const active = c.active;
     let held = c.held;
     const jobs: NewJob[] = [];
-    let skipped = 0;
+    const skipped: number[] = [];
     // Overlap is about occurrences already in progress before this pass. Those created
     // together here (a catch-up and the on-time one, or fire_all's backlog) are what the
     // misfire policy asked for; they do not block each other.
@@ -242,11 +243,8 @@ export class ScheduleGenerator {
         jobs.push(this.placer.place(s, occ, nowMs, true));
         held++;
       } else {
-        skipped++;
-        this.o.log.info(
-          { schedule_id: s.id, tenant: s.tenant, nominal_time: new Date(occ.nominal).toISOString(), overlap: s.overlap },
-          "occurrence skipped: the previous one is still in progress",
-        );
+        // Logged once written (account): a write a transient error rolls back decides again.
+        skipped.push(occ.nominal);
       }
     }
     return { jobs, skipped };
@@ -256,6 +254,11 @@ export class ScheduleGenerator {
   private account(o: Outcome): void {
     if (o.created) this.o.metrics.occurrences.inc({ result: "generated" }, o.created);
     if (o.skipped) this.o.metrics.occurrences.inc({ result: "skipped_overlap" }, o.skipped);
+    for (const nominal of o.skippedNominals)
+      this.o.log.info(
+        { schedule_id: o.s.id, tenant: o.s.tenant, nominal_time: new Date(nominal).toISOString(), overlap: o.s.overlap },
+        "occurrence skipped: the previous one is still in progress",
+      );
     if (o.misfired) {
       this.o.metrics.occurrences.inc({ result: "misfired" }, o.misfired);
       this.o.log.info({ schedule_id: o.s.id, tenant: o.s.tenant, misfired: o.misfired, policy: o.s.misfire }, "occurrences misfired");
@@ -276,6 +279,8 @@ interface Outcome {
   plan: OccurrencePlan;
   created: number;
   skipped: number;
+  /** The nominal times skipped, for their log lines. */
+  skippedNominals: number[];
   misfired: number;
 }
 

@@ -180,6 +180,26 @@ for (const driver of DRIVERS) {
       expect((await jobsOf(t.db, "beside-broken")).map((j) => j.nominal_time.getTime())).toEqual([nominal]);
       expect((await scheduleRow(t.db, "beside-broken")).paused).toBe(false);
     });
+
+    test("a skip decided in a batch that a transient error rolls back is logged once, when it is written", async () => {
+      await t.db.query("UPDATE schedules SET paused = true WHERE NOT paused");
+      const nominal = await hourlyDue(t.db, "skiplog-busy");
+      await t.db.query("UPDATE schedules SET overlap = 'skip' WHERE id = 'skiplog-busy'");
+      const earlier = new Date(nominal - HOUR);
+      await insertJob(t.db, { schedule_id: "skiplog-busy", nominal_time: earlier, idempotency_key: `skiplog-busy@${earlier.toISOString()}`, due_at: earlier });
+      await t.db.query("UPDATE jobs SET status = 'running' WHERE schedule_id = 'skiplog-busy'");
+      await hourlyDue(t.db, "skiplog-free"); // its insert is what fails first
+      const metrics = new Metrics();
+      const faulty = withTestFaults(t.db, [{ query: "InsertJobs", code: "40P01", probability: 1 }], { random: firstN(1) });
+      const { gen, log } = generatorOn(faulty, metrics);
+      await gen.runOnce(fence);
+      expect(await jobsOf(t.db, "skiplog-free")).toEqual([]);
+      await gen.runOnce(fence);
+      expect((await jobsOf(t.db, "skiplog-free")).length).toBe(1);
+      const skips = log.find("occurrence skipped").filter((l) => l.schedule_id === "skiplog-busy");
+      // Before: once for the pass rolled back and once for the pass written.
+      expect(skips.map((l) => l.nominal_time)).toEqual([new Date(nominal).toISOString()]);
+    });
   });
 }
 
