@@ -7,10 +7,11 @@
 --
 -- Triggers keep it, not the statements that write schedules: every way a schedule is made or
 -- removed (the API, a test's or a bench's own INSERT, a TRUNCATE) keeps it exact. Per
--- statement, with transition tables, as job_tenants (028). The creation lock
--- (LockTenantSchedules) still orders creations in a tenant: the count read after it is
--- exact, or higher than it will be while a delete commits (a quota refused once too often,
--- never overshot), as the count was.
+-- statement, with transition tables, as job_tenants (028). A creation reads the count after
+-- its insert, whose trigger holds the tenant's row to the commit: creations in a tenant pass
+-- that point one at a time, each counting every one committed before it, and the quota is
+-- never overshot (the advisory lock each creation took first, for the whole transaction, is
+-- no longer needed).
 CREATE TABLE tenant_schedules (
   tenant text PRIMARY KEY,
   n      bigint NOT NULL CHECK (n >= 0)

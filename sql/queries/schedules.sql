@@ -159,11 +159,7 @@ RETURNING id;
 UPDATE schedules SET paused = true, paused_reason = $3, version = version + 1, updated_at = now()
 WHERE tenant = $1 AND id = $2;
 
--- name: LockTenantSchedules
--- Creations in one tenant one at a time, so two cannot both pass the quota check
--- (class 727115022: the second key is the tenant's hash).
-SELECT pg_advisory_xact_lock(727115022, hashtext($1));
-
 -- name: CountTenantSchedules
--- The tenant's schedules, as the triggers of migration 030 keep them: one row, whatever the count.
+-- The tenant's schedules, as the triggers of migration 030 keep them: one row, whatever the
+-- count. Read after the insert, whose trigger holds that row to the commit (insertSchedule).
 SELECT coalesce((SELECT n FROM tenant_schedules WHERE tenant = $1), 0) AS n;

@@ -105,7 +105,7 @@ export class ScheduleQuotaError extends Error {
  * Inserts a schedule; undefined when the id is taken in the tenant. `firstFire`, when given,
  * sets next_fire_at from the database's now() read in this same transaction: the first fire
  * is never decided by the process clock. `maxSchedules`, when given, is the tenant's quota
- * (ScheduleQuotaError beyond it), checked under the tenant's creation lock.
+ * (ScheduleQuotaError beyond it).
  */
 export async function insertSchedule(
   db: Db,
@@ -116,18 +116,21 @@ export async function insertSchedule(
   maxSchedules?: number,
 ): Promise<ScheduleRow | undefined> {
   return db.tx(async (q) => {
-    if (maxSchedules !== undefined) {
-      await q.query(sql("LockTenantSchedules"), [s.tenant]);
-      const n = Number((await q.query<{ n: string }>(sql("CountTenantSchedules"), [s.tenant]))[0]!.n);
-      if (n >= maxSchedules)
-        throw new ScheduleQuotaError(
-          `tenant ${s.tenant} has ${n} schedules, the most it may have (SCHEDULER_TENANT_MAX_SCHEDULES or its schedules= quota); delete one first`,
-        );
-    }
     await storePayloads(q, payloads);
     if (firstFire) s = { ...s, next_fire_at: firstFire((await transactionNow(q)).getTime()) };
     const row = (await q.query<ScheduleRow>(sql("InsertSchedule"), [JSON.stringify(s)]))[0];
     if (!row) return undefined;
+    if (maxSchedules !== undefined) {
+      // The insert's trigger counted it (migration 030) and holds the tenant's count row to the
+      // commit: creations in a tenant pass here one at a time, each counting every one
+      // committed before it, so two cannot both fit in the last place. Only from here on are
+      // they serial (a lock taken first held the whole transaction, ~2 ms a creation).
+      const n = Number((await q.query<{ n: string }>(sql("CountTenantSchedules"), [s.tenant]))[0]!.n);
+      if (n > maxSchedules)
+        throw new ScheduleQuotaError(
+          `tenant ${s.tenant} has ${n - 1} schedules, the most it may have (SCHEDULER_TENANT_MAX_SCHEDULES or its schedules= quota); delete one first`,
+        );
+    }
     await wake(q, row.next_fire_at);
     await insertAudit(q, { actor: by.actor, tenant: row.tenant, action: "schedule.created", objectId: row.id, reason: by.reason ?? null });
     return row;

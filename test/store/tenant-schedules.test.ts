@@ -6,10 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { seedAuthority } from "../../src/store/authority.ts";
-import type { Db } from "../../src/store/db.ts";
+import type { Db, Queryable, Tx } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { deleteSchedule, insertSchedule } from "../../src/store/schedules.ts";
+import { queryNameOf } from "../../src/store/sql.ts";
 import { createDatabase, DRIVERS, dropDatabase, freshDb, migrateBefore, type TestDb } from "../helpers/db.ts";
 import { scheduleFields } from "../schedules/gen-support.ts";
 
@@ -79,6 +80,63 @@ for (const driver of DRIVERS) {
     });
   });
 }
+
+/**
+ * `db` whose transactions stop before the named query until `gate` resolves (after
+ * `reached()`): a test's way to hold one creation between its insert and its commit.
+ */
+function pausedBefore(db: Db, name: string, reached: () => void, gate: Promise<void>): Db {
+  const wrapQ = (q: Queryable): Queryable => ({
+    query: async <T>(text: string, params?: unknown[]) => {
+      if (queryNameOf(text) === name) {
+        reached();
+        await gate;
+      }
+      return q.query<T>(text, params);
+    },
+    exec: (text: string) => q.exec(text),
+  });
+  const wrap = (q: Tx): Tx => ({ ...wrapQ(q), savepoint: (fn) => q.savepoint((sp) => fn(wrapQ(sp))) });
+  return {
+    ...db,
+    kind: db.kind,
+    query: db.query.bind(db),
+    exec: db.exec.bind(db),
+    tx: (fn) => db.tx((q) => fn(wrap(q))),
+    listen: db.listen.bind(db),
+    close: db.close.bind(db),
+  };
+}
+
+describe("the quota's last place, two creations at once (postgres)", () => {
+  test("the one that counts second waits for the first to commit, sees it, and is refused", async () => {
+    const url = await createDatabase({ migrated: true });
+    const db = openPostgres({ url, maxConnections: 4 });
+    try {
+      await seedAuthority(db, "local");
+      await bulk(db, "last", 1, 2);
+      // A holds the last place: inserted and counted, stopped before its commit.
+      let reached!: () => void;
+      const atAudit = new Promise<void>((r) => (reached = r));
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const a = insertSchedule(pausedBefore(db, "InsertAudit", reached, gate), scheduleFields("a", { tenant: "last" }), by, [], undefined, 3);
+      await atAudit;
+      // B's insert waits on the count row A's insert holds; it must not pass the quota meanwhile.
+      let bDone = false;
+      const b = insertSchedule(db, scheduleFields("b", { tenant: "last" }), by, [], undefined, 3).finally(() => (bDone = true));
+      await Bun.sleep(300);
+      expect(bDone).toBe(false);
+      release();
+      expect(await a).toBeDefined();
+      await expect(b).rejects.toThrow(/has 3 schedules/);
+      expect(await counts(db)).toEqual({ kept: { last: 3 }, real: { last: 3 } });
+    } finally {
+      await db.close();
+      await dropDatabase(url);
+    }
+  });
+});
 
 describe("030 on a database with schedules (postgres)", () => {
   test("the counts start from the schedules there are", async () => {
