@@ -28,6 +28,8 @@ const DAY = 86_400_000;
 const HALF_DAY = DAY / 2;
 /** More than any UTC-offset change (zones shift by at most a few hours at once). */
 const EDGE_MS = 4 * 3600 * 1000;
+/** Instants next() computes and keeps at least (see CronRule.run). */
+const RUN_MIN = 64;
 
 interface Offsets {
   /** Span of instants these offsets describe. */
@@ -76,8 +78,45 @@ export class CronRule {
     this.fold = spec.dst?.fold ?? (fixed ? "first" : "both");
   }
 
+  /**
+   * Instants strictly after `from`, in order, as next() last computed them (RUN_MIN of them,
+   * or fewer where the search found no more). A rule's instants never change, so a question
+   * from an instant at or after `from` whose answer lies within them is answered from them
+   * (past their last one it is computed: a search that found none gave up at a horizon, and
+   * one from later may find one beyond it). A schedule's creation asks its rule for the next
+   * 32 instants (the minimum-interval check) and for its first: ~70 % of a creation's CPU,
+   * every time (bench/README part 24).
+   */
+  private run: { from: number; at: number[] } | undefined;
+  /** The last question nextAfter computed, and its answer: a herd of schedules on one rule asks the same one. */
+  private last: { after: number; next: number | null } | undefined;
+
   /** The first fire instant strictly after `after` (epoch ms), or null if there is none. */
   nextAfter(afterMs: number): number | null {
+    const known = this.known(afterMs, 1);
+    if (known) return known[0] ?? null;
+    if (this.last?.after === afterMs) return this.last.next;
+    const next = this.compute(afterMs);
+    this.last = { after: afterMs, next };
+    return next;
+  }
+
+  /** The first `n` instants after afterMs from the run; undefined when the run cannot tell. */
+  private known(afterMs: number, n: number): number[] | undefined {
+    const r = this.run;
+    if (!r || afterMs < r.from) return undefined;
+    // The first instant of the run after afterMs (the run ascends).
+    let lo = 0;
+    let hi = r.at.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (r.at[mid]! <= afterMs) lo = mid + 1;
+      else hi = mid;
+    }
+    return r.at.length - lo >= n ? r.at.slice(lo, lo + n) : undefined;
+  }
+
+  private compute(afterMs: number): number | null {
     // Two streams of wall-clock times, one per offset around a transition; in each, instants
     // rise with wall times, so each stream's first match is its best. After a fold, the
     // second stream starts over at the wall time of the transition. A stream that runs past
@@ -170,15 +209,25 @@ export class CronRule {
 
   /** The next n fire instants strictly after `afterMs`, in order. */
   next(n: number, afterMs: number, untilMs = Infinity): number[] {
+    const cut = (at: number[]) => {
+      const i = at.findIndex((x) => x > untilMs);
+      return i < 0 ? at : at.slice(0, i);
+    };
+    const known = this.known(afterMs, n);
+    if (known) return cut(known);
+    // A bounded question computes no further than its bound, and is not kept.
+    const keep = untilMs === Infinity;
+    // At least RUN_MIN, kept: the next question a little later is answered from them.
+    const want = keep ? Math.max(n, RUN_MIN) : n;
     const out: number[] = [];
-    let t = afterMs;
-    while (out.length < n) {
-      const x = this.nextAfter(t);
+    for (let t = afterMs; out.length < want; ) {
+      const x = this.compute(t);
       if (x === null || x > untilMs) break;
       out.push(x);
       t = x;
     }
-    return out;
+    if (keep) this.run = { from: afterMs, at: out };
+    return out.slice(0, n);
   }
 
   /** "2027-03-14T03:30:00-04:00": an instant as wall-clock time with its UTC offset. */
