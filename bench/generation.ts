@@ -17,7 +17,7 @@
  * planning and the driver).
  */
 import { parseArgs } from "node:util";
-import { SCHEDULE_BACKLOG_BATCH, SCHEDULE_BATCH } from "../src/dispatcher/dispatcher.ts";
+import { SCHEDULE_BACKLOG_BATCH, SCHEDULE_BATCH } from "../src/dispatcher/occurrence-generation.ts";
 import { ScheduleGenerator } from "../src/dispatcher/schedule-generator.ts";
 import { silentLogger } from "../src/obs/log.ts";
 import { Metrics } from "../src/obs/metrics.ts";

@@ -12,8 +12,8 @@ import type { RegionAuthority } from "../region/authority.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { LeaderElector } from "./leader-elector.ts";
 import { LeaseReaper } from "./lease-reaper.ts";
-import { ScheduleGenerator } from "./schedule-generator.ts";
 import { nextFireAt } from "../store/schedules.ts";
+import { OccurrenceGeneration } from "./occurrence-generation.ts";
 import { setIndexCapture } from "../index/capture.ts";
 import type { IndexKeeper } from "../index/index-keeper.ts";
 import { DispatchPlanner, type PlannerSettings } from "./dispatch-planner.ts";
@@ -72,25 +72,6 @@ interface ClaimOutcome {
 }
 
 export const DISPATCH_LEASE = "dispatch";
-/** Schedules per generation transaction. */
-export const SCHEDULE_BATCH = 100;
-/**
- * Schedules per generation transaction after a full pass: a herd of schedules due at one
- * instant. A pass of 500 costs the database less than half as much a schedule as passes of
- * 100 (37–44 against 99–105 µs; bench/README part 24); the first pass stays small, so that a
- * few due schedules hold their locks briefly.
- */
-export const SCHEDULE_BACKLOG_BATCH = 500;
-/** The first wait after a failed generation pass; it doubles while passes keep failing. */
-const GENERATION_RETRY_MIN_MS = 100;
-/**
- * The wait after a pass whose schedules a transient error put off (a deadlock, a lock
- * timeout): short and fixed, because such errors pass and the occurrences are due now. The
- * chaos suite's generation errors (a pass fails ~60 % of the time) must leave creation within
- * 1.5 s; waits doubling from 100 ms made it 1.8–2.2 s late in 3 of 4 rounds. Without a wait,
- * the pass came back every ~10 ms with a warning line each while the error lasted.
- */
-const GENERATION_PUT_OFF_MS = 50;
 /** How soon a dispatcher looks again at a full worker in its process (no statement runs then). */
 const LOCAL_FULL_RECHECK_MS = 10;
 
@@ -105,7 +86,8 @@ export class Dispatcher extends PeriodicLoop<number> {
   /** The shards this dispatcher claims and generates occurrences for. */
   readonly shards: ShardOwnership;
   readonly reaper: LeaseReaper;
-  readonly generator: ScheduleGenerator;
+  /** Occurrences of due schedules, made before each claim. */
+  readonly generation: OccurrenceGeneration;
   private unlisten: (() => Promise<void>) | undefined;
   private sleepMs = 0;
   readonly planner: DispatchPlanner;
@@ -170,7 +152,15 @@ export class Dispatcher extends PeriodicLoop<number> {
         o.index?.read(held.length > 0).catch((err: unknown) => o.log.error({ err }, "switching the due index reader failed"));
       },
     });
-    this.generator = new ScheduleGenerator({ db: o.db, batch: SCHEDULE_BATCH, catchupPerSecond: o.catchupPerSecond, log: o.log, metrics: o.metrics });
+    this.generation = new OccurrenceGeneration({
+      db: o.db,
+      clock: this.clock,
+      skewMs: o.skewMs,
+      pollIntervalMs: o.pollIntervalMs,
+      catchupPerSecond: o.catchupPerSecond,
+      log: o.log,
+      metrics: o.metrics,
+    });
   }
 
   async begin(): Promise<void> {
@@ -221,15 +211,12 @@ export class Dispatcher extends PeriodicLoop<number> {
     }
     const fence: ShardFence = { owner: this.o.owner, shards: held, count: this.o.shards, region: auth.homeRegion, generation: auth.generation };
     // Occurrences first: one due now is then claimed in this same pass.
-    await this.generateIfDue(fence);
+    await this.generation.runIfDue(fence);
     // Before the claim's statement starts: a job due only after this was not due to it.
     const claimStartedAt = this.clock.now();
     const { claimed, full, capped, localFull } = await this.claim(fence);
-    // A full generation pass means more schedules are due: the next pass makes them at once,
-    // whatever the claim found. Paced by the waits below, a 9:00 herd of schedules was made
-    // at ~2,800 a second while a worker busy with its first occurrences stayed full (bench/README
-    // part 24).
-    const moreDue = this.generationBacklog;
+    // More schedules due (a herd): the next pass makes them at once, whatever the claim found.
+    const moreDue = this.generation.moreDue;
     if (localFull) {
       // The worker in this process has its hands full: it pokes us when it has room for a
       // batch. Its room changes at many points (a call answered, an outcome written, a check
@@ -248,13 +235,11 @@ export class Dispatcher extends PeriodicLoop<number> {
       return claimed;
     }
     const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db)]);
-    this.scheduleDueAt = fire?.getTime() ?? Infinity;
+    this.generation.sawNextFire(fire);
     // Due instants are on the database's clock: the wait until them is measured on it too.
     const dbNow = this.clock.now();
     const jobIn = next ? next.getTime() - this.prestageMs - dbNow : Infinity;
-    // A schedule due while its generation waits out a failure is not due before the retry.
-    const fireIn = Math.max(this.scheduleDueAt - dbNow, this.generationRetryAt - performance.now());
-    const untilNext = Math.min(jobIn, fireIn);
+    const untilNext = Math.min(jobIn, this.generation.msUntilDue(dbNow));
     // A due job that the claim did not see means our clock runs ahead of the database's, or
     // (with a Redis index) that the relay has not added it yet, or that the index missed it
     // and the reconciliation pass will claim it: wait a little rather than spin. The relay
@@ -272,52 +257,8 @@ export class Dispatcher extends PeriodicLoop<number> {
     return claimed;
   }
 
-  /** The last generation pass was full: more schedules are due now. */
-  private generationBacklog = false;
-  /**
-   * After a generation pass that failed or put schedules off, none before this
-   * (performance.now()). A failed pass (its transaction lost) waits from
-   * GENERATION_RETRY_MIN_MS, doubling to the poll interval while passes keep failing; one that
-   * put schedules off waits GENERATION_PUT_OFF_MS. With a schedule due, a failing pass was
-   * tried again every ~10 ms, a log line each (~100 a second) for as long as the fault lasted.
-   */
-  private generationRetryAt = 0;
-  /** The last failed pass's wait (0 after a pass that did not fail). */
-  private generationRetryMs = 0;
-  /** Earliest next_fire_at seen (epoch ms, database clock); generation runs only near it. */
-  private scheduleDueAt = -Infinity;
   /** When the coordinator sweeps expired and misfired jobs next (database clock). */
   private nextExpiryAt = -Infinity;
-
-  private async generateIfDue(fence: ShardFence): Promise<void> {
-    // The database's clock decides what is due (DueSchedules asks its now()); this gate only
-    // saves the question before then. It reads the database's clock as last measured, plus
-    // the skew margin for drift since: a process clock that is off makes it neither skip a
-    // due schedule nor wait for its own idea of the time.
-    if (this.clock.now() < this.scheduleDueAt - this.o.skewMs - 50) return;
-    if (performance.now() < this.generationRetryAt) return;
-    try {
-      const batch = this.generationBacklog ? SCHEDULE_BACKLOG_BATCH : SCHEDULE_BATCH;
-      const n = await this.generator.runOnce(fence, batch);
-      // Schedules put off by a transient error (the generator logged which) are still due:
-      // the next pass waits a little, or it would come at once.
-      const putOff = this.generator.lastPassPutOff;
-      this.generationBacklog = n === batch && !putOff;
-      // Nothing more due now: the gate stays shut until the next fire time (a new or changed
-      // schedule lowers it through its NOTIFY). Left open, a pass that claims for a busy
-      // worker and so never reaches the idle path below would run a generation transaction
-      // every time.
-      if (n < batch) this.scheduleDueAt = (await nextFireAt(this.o.db))?.getTime() ?? Infinity;
-      this.generationRetryMs = 0;
-      if (putOff) this.generationRetryAt = performance.now() + GENERATION_PUT_OFF_MS;
-    } catch (err) {
-      // Schedules must not hold back one-off jobs: claims go on, generation is retried.
-      this.generationBacklog = false;
-      this.generationRetryMs = Math.min(this.o.pollIntervalMs, Math.max(GENERATION_RETRY_MIN_MS, 2 * this.generationRetryMs));
-      this.generationRetryAt = performance.now() + this.generationRetryMs;
-      this.o.log.error({ err, retry_in_ms: this.generationRetryMs }, "occurrence generation failed; retrying");
-    }
-  }
 
   /**
    * Whether this process surely holds the coordinator lease now (renewed within its TTL, on
@@ -336,7 +277,7 @@ export class Dispatcher extends PeriodicLoop<number> {
 
   /** Called on a NOTIFY (or by the index relay) about a schedule or job due at `atMs`. */
   noteDue(atMs: number): void {
-    this.scheduleDueAt = Math.min(this.scheduleDueAt, atMs);
+    this.generation.noteDue(atMs);
     // A job (the payload does not say which) is claimed this early; an occurrence to
     // generate at this instant is only woken early, harmlessly.
     this.sleeper.wakeAt(this.clock.toLocal(atMs - this.prestageMs));

@@ -50,7 +50,7 @@ for (const driver of DRIVERS) {
         asked++;
         return false;
       };
-      const generator = rt.dispatcher!.generator;
+      const generator = rt.dispatcher!.generation.generator;
       const run = generator.runOnce.bind(generator);
       const passes: [number | undefined, number][] = [];
       generator.runOnce = async (fence: ShardFence, batch?: number) => {
