@@ -1,6 +1,5 @@
 import * as v from "valibot";
-import { BoundedMap } from "../bounded-map.ts";
-import { CronRule, CronRuleError } from "../time/cron-rule.ts";
+import { type CronRule, CronRuleError, keptRule } from "../time/cron-rule.ts";
 import { badRequest } from "./errors.ts";
 import { IF_VERSION } from "./request.ts";
 import { durationField, HostLimitsSchema, VerifySchema, instantField, MAX_ASYNC_TIMEOUT_MS, RetrySchema, TargetSchema } from "./job-input.ts";
@@ -62,18 +61,10 @@ export const SchedulePatchSchema = v.strictObject({
   reason: v.optional(v.pipe(v.string("must be a string"), v.maxLength(1000, "must be at most 1000 characters"))),
 });
 
-/** Builds the rule, turning its errors into 400s that name the field. */
-/**
- * Rules by their spec, kept: a rule keeps the instants it last computed (CronRule.run), so
- * many schedules made on one rule (a tenant's import, every "weekday at 09:00 New York")
- * compute them once. Bounded: a cache, cleared when full.
- */
-const rules = new BoundedMap<string, CronRule>(1000);
-
+/** The rule (kept by its spec: keptRule), its errors turned into 400s that name the field. */
 export function ruleOrThrow(cron: string, timezone: string, dst: { gap?: "shift" | "skip" | null; fold?: "first" | "last" | "both" | null }): CronRule {
-  const key = `${cron}\u0000${timezone}\u0000${dst.gap ?? ""}\u0000${dst.fold ?? ""}`;
   try {
-    return rules.getOrMake(key, () => new CronRule({ cron, timezone, dst: { gap: dst.gap ?? undefined, fold: dst.fold ?? undefined } }));
+    return keptRule({ cron, timezone, dst: { gap: dst.gap ?? undefined, fold: dst.fold ?? undefined } });
   } catch (err) {
     if (err instanceof CronRuleError) throw badRequest(err.message, err.field);
     throw err;

@@ -1,5 +1,4 @@
 import type { Db, Queryable, Tx } from "../store/db.ts";
-import { BoundedMap } from "../bounded-map.ts";
 import { errorCode, isDataError, isDatabaseError } from "../store/db-errors.ts";
 import { insertJobsIn, type NewJob } from "../store/jobs.ts";
 import { lockShards, type ShardFence } from "../store/shards.ts";
@@ -17,7 +16,7 @@ import {
 } from "../store/occurrence-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
-import { CronRule } from "../time/cron-rule.ts";
+import { type CronRule, keptRule } from "../time/cron-rule.ts";
 import { type Plan as OccurrencePlan, planOccurrences } from "./occurrence-plan.ts";
 import { OccurrencePlacer } from "./occurrence-placer.ts";
 
@@ -41,7 +40,6 @@ const MAX_SCAN = 5_000;
  * the same transaction.
  */
 export class ScheduleGenerator {
-  private rules = new BoundedMap<string, CronRule>(10_000);
   private readonly placer: OccurrencePlacer;
 
   constructor(private readonly o: ScheduleGeneratorOptions) {
@@ -158,13 +156,7 @@ export class ScheduleGenerator {
   }
 
   private rule(s: ScheduleRow): CronRule {
-    const key = `${s.cron}\u0000${s.timezone}\u0000${s.dst_gap}\u0000${s.dst_fold}`;
-    let r = this.rules.get(key);
-    if (!r) {
-      r = new CronRule({ cron: s.cron, timezone: s.timezone, dst: { gap: s.dst_gap ?? undefined, fold: s.dst_fold ?? undefined } });
-      this.rules.set(key, r);
-    }
-    return r;
+    return keptRule({ cron: s.cron, timezone: s.timezone, dst: { gap: s.dst_gap ?? undefined, fold: s.dst_fold ?? undefined } });
   }
 
   private plan(s: ScheduleRow, nowMs: number): OccurrencePlan {

@@ -1,4 +1,5 @@
 import { Cron } from "croner";
+import { BoundedMap } from "../bounded-map.ts";
 import { Temporal } from "./temporal.ts";
 
 export type GapPolicy = "shift" | "skip";
@@ -234,6 +235,19 @@ export class CronRule {
   local(ms: number): string {
     return Temporal.Instant.fromEpochMilliseconds(ms).toZonedDateTimeISO(this.spec.timezone).toString({ timeZoneName: "never", smallestUnit: "second" });
   }
+}
+
+/**
+ * Rules by their spec, kept (a bounded cache, cleared when full). A rule keeps the instants it
+ * last computed (CronRule.run, CronRule.last), so the schedules on one rule (a tenant's import,
+ * every "weekday at 09:00 New York", a 9:00 herd in the generator) compute them once. A spec
+ * that throws (CronRuleError) is not kept.
+ */
+const kept = new BoundedMap<string, CronRule>(10_000);
+
+export function keptRule(spec: CronRuleSpec): CronRule {
+  const key = `${spec.cron}\u0000${spec.timezone}\u0000${spec.dst?.gap ?? ""}\u0000${spec.dst?.fold ?? ""}`;
+  return kept.getOrMake(key, () => new CronRule(spec));
 }
 
 /** The hour field is fixed when it is a number or a list of numbers. */
