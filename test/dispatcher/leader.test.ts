@@ -1,21 +1,13 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { claimDue } from "../../src/store/dispatch-queries.ts";
 import { acquireLease, getLease, releaseLease, renewLease } from "../../src/store/leases.ts";
-import { seedAuthority } from "../../src/store/authority.ts";
-import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
+import { DRIVERS, describeDb } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
 import { takeShards, tokenOf } from "../helpers/shards.ts";
 
 for (const driver of DRIVERS) {
   describe(`leases and fencing (${driver})`, () => {
-    let t: TestDb;
-    beforeAll(async () => {
-      t = await freshDb(driver);
-      await seedAuthority(t.db, "local");
-    });
-    afterAll(async () => {
-      await t?.close();
-    });
+    const t = describeDb(driver);
 
     test("one holder at a time; the epoch rises on every change of holder", async () => {
       const a = await acquireLease(t.db, { name: "l1", owner: "A", ttlMs: 5000, skewMs: 0 });

@@ -1,8 +1,10 @@
+import { afterAll, beforeAll } from "bun:test";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, renameSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
+import { seedAuthority } from "../../src/store/authority.ts";
 import type { Db } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { MIGRATIONS } from "../../src/store/migrations.ts";
@@ -49,6 +51,34 @@ export async function freshDb(driver: DriverName): Promise<TestDb> {
     close: async () => {
       await db.close();
       await dropDatabase(url);
+    },
+  };
+}
+
+/**
+ * A fresh database whose region authority is seeded (home region `region`), for the describe
+ * block that calls this: made before its tests, closed after them. The setup most race tests
+ * wrote out by hand (freshDb, seedAuthority, a close in afterAll).
+ */
+export function describeDb(driver: DriverName, region = "local"): { readonly db: Db; readonly url: string | undefined } {
+  let t: TestDb | undefined;
+  beforeAll(async () => {
+    t = await freshDb(driver);
+    await seedAuthority(t.db, region);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+  const made = () => {
+    if (!t) throw new Error("describeDb: its database exists only inside the describe block's tests");
+    return t;
+  };
+  return {
+    get db(): Db {
+      return made().db;
+    },
+    get url(): string | undefined {
+      return made().url;
     },
   };
 }

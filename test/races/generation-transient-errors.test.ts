@@ -21,7 +21,7 @@ import { insertSchedule } from "../../src/store/schedules.ts";
 import type { ShardFence } from "../../src/store/shards.ts";
 import { sql } from "../../src/store/sql.ts";
 import { withTestFaults } from "../../src/store/test-faults.ts";
-import { DRIVERS, freshDb, type DriverName, type TestDb } from "../helpers/db.ts";
+import { DRIVERS, describeDb, freshDb, type DriverName, type TestDb } from "../helpers/db.ts";
 import { insertJob } from "../helpers/jobs.ts";
 import { memoryLogger } from "../helpers/log.ts";
 import { takeShards } from "../helpers/shards.ts";
@@ -323,14 +323,7 @@ describe("a real lock wait during generation (postgres)", () => {
 });
 
 describe("ExpireMisfired and a generator on the same schedule: no deadlock (postgres)", () => {
-  let t: TestDb;
-  beforeAll(async () => {
-    t = await freshDb("postgres");
-    await seedAuthority(t.db, "local");
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = describeDb("postgres");
 
   test("the generator holds S and expires J while the coordinator expires misfired J: both finish, J expired once", async () => {
     // J: an unstarted occurrence of S past its start_by (the coordinator's to expire), and

@@ -5,22 +5,14 @@
 // still in progress" made overlap=skip drop the next one as well, so that neither ran.
 // Forced here: the occurrence before has its start-by in the past (set by hand, no expiry
 // pass), and the next occurrence comes due.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { seedAuthority } from "../../src/store/authority.ts";
+import { describe, expect, test } from "bun:test";
 import { insertSchedule } from "../../src/store/schedules.ts";
-import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
+import { DRIVERS, describeDb } from "../helpers/db.ts";
 import { dbJobs, generationPass, iso, scheduleFields } from "../schedules/gen-support.ts";
 
 for (const driver of DRIVERS) {
   describe(`overlap=skip behind an occurrence that can no longer start (${driver})`, () => {
-    let t: TestDb;
-    beforeAll(async () => {
-      t = await freshDb(driver);
-      await seedAuthority(t.db, "local");
-    });
-    afterAll(async () => {
-      await t?.close();
-    });
+    const t = describeDb(driver);
 
     const HOUR = 3_600_000;
 

@@ -4,15 +4,14 @@
 // occurrences back. These tests pin down who carries the flag, and force the ways an
 // occurrence can come to have a held one behind it without having been made under
 // overlap=queue: the schedule changed to queue while it was in progress, a replay, a manual run.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { seedAuthority } from "../../src/store/authority.ts";
+import { describe, expect, test } from "bun:test";
 import { replayDead } from "../../src/store/dlq.ts";
 import { insertJobsIn, transactionNow } from "../../src/store/jobs.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { triggeredJob } from "../../src/store/new-job.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { fieldsOf, getSchedule, insertSchedule, type Overlap, updateSchedule } from "../../src/store/schedules.ts";
-import { createDatabase, DRIVERS, dropDatabase, freshDb, migrateBefore, type TestDb } from "../helpers/db.ts";
+import { createDatabase, DRIVERS, describeDb, dropDatabase, migrateBefore } from "../helpers/db.ts";
 import { newJob } from "../helpers/jobs.ts";
 import { completeAttempts } from "../../src/store/worker-queries.ts";
 import { successOf } from "../helpers/completion.ts";
@@ -22,14 +21,7 @@ const HOUR = 3_600_000;
 
 for (const driver of DRIVERS) {
   describe(`the release of held occurrences, by flag (${driver})`, () => {
-    let t: TestDb;
-    beforeAll(async () => {
-      t = await freshDb(driver);
-      await seedAuthority(t.db, "local");
-    });
-    afterAll(async () => {
-      await t?.close();
-    });
+    const t = describeDb(driver);
 
     const pass = () => generationPass(t.db);
     const by = { actor: "test", reason: null };
@@ -153,14 +145,7 @@ for (const driver of DRIVERS) {
 }
 
 describe("only a flagged occurrence's finish takes its schedule's lock (postgres)", () => {
-  let t: TestDb;
-  beforeAll(async () => {
-    t = await freshDb("postgres");
-    await seedAuthority(t.db, "local");
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = describeDb("postgres");
 
   /**
    * An occurrence of a skip schedule (unflagged) and one of a queue schedule (flagged), both

@@ -14,8 +14,7 @@ import type { ShardFence } from "../../src/store/shards.ts";
 import { takeShards, tokenOf } from "../helpers/shards.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { insertSchedule } from "../../src/store/schedules.ts";
-import { seedAuthority } from "../../src/store/authority.ts";
-import { createDatabase, dropDatabase, freshDb, type TestDb } from "../helpers/db.ts";
+import { createDatabase, describeDb, dropDatabase } from "../helpers/db.ts";
 import { api } from "../helpers/scheduler.ts";
 import { kill, spawnScheduler, type Proc } from "../helpers/process.ts";
 import { Target, type Received } from "../helpers/target.ts";
@@ -182,14 +181,7 @@ describe("two dispatcher processes, the leader SIGKILLed mid-schedule (postgres)
 });
 
 describe("ScheduleGenerator.runOnce racing under one hold, and under a stale hold (postgres)", () => {
-  let t: TestDb;
-  beforeAll(async () => {
-    t = await freshDb("postgres");
-    await seedAuthority(t.db, "local");
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = describeDb("postgres");
 
   const fenced = (hold: ShardFence) => hold;
   const generator = () => new ScheduleGenerator({ db: t.db, batch: 100, catchupPerSecond: 1000, log: silentLogger, metrics: new Metrics() });

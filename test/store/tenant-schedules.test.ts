@@ -4,14 +4,14 @@
  * them; bench/README.md, issue 15 part 24). The count must be exact through every way a
  * schedule is made or removed, or the quota lets too many in or refuses too early.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { seedAuthority } from "../../src/store/authority.ts";
 import type { Db, Queryable, Tx } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { deleteSchedule, insertSchedule } from "../../src/store/schedules.ts";
 import { queryNameOf } from "../../src/store/sql.ts";
-import { createDatabase, DRIVERS, dropDatabase, freshDb, migrateBefore, type TestDb } from "../helpers/db.ts";
+import { createDatabase, DRIVERS, describeDb, dropDatabase, migrateBefore } from "../helpers/db.ts";
 import { scheduleFields } from "../schedules/gen-support.ts";
 
 const by = { actor: "test", reason: null };
@@ -36,14 +36,7 @@ async function bulk(db: Db, tenant: string, from: number, n: number): Promise<vo
 
 for (const driver of DRIVERS) {
   describe(`a tenant's schedules, counted (${driver})`, () => {
-    let t: TestDb;
-    beforeAll(async () => {
-      t = await freshDb(driver);
-      await seedAuthority(t.db, "local");
-    });
-    afterAll(async () => {
-      await t?.close();
-    });
+    const t = describeDb(driver);
 
     test("creations, a repeated id, bulk inserts, deletes and TRUNCATE keep the count exact", async () => {
       for (const id of ["a1", "a2", "a3"]) expect(await insertSchedule(t.db, scheduleFields(id, { tenant: "ta" }), by)).toBeDefined();
