@@ -116,6 +116,8 @@ export interface Config {
   statsIntervalMs: number;
   /** Pre-staging: due jobs are claimed this early and held by workers until due (0: off). */
   prestageMs: number;
+  /** Schedules' occurrences are made this early, each due at its nominal time (0: at the instant). */
+  occurrenceLeadMs: number;
   /** Worker slots (per worker process) that serve only jobs of at least this priority. */
   reservedSlots?: { slots: number; minPriority: number };
   /** Test only (SCHEDULER_TEST_CLOCK_OFFSET_MS): this process's wall clock is shifted by this much. */
@@ -287,6 +289,7 @@ export function loadConfig(env: Env, flags: Flags = {}): Config {
       floorPerSec: e.SCHEDULER_HOST_RATE_FLOOR,
     },
     prestageMs: e.SCHEDULER_PRESTAGE,
+    occurrenceLeadMs: e.SCHEDULER_OCCURRENCE_LEAD,
     reservedSlots: e.SCHEDULER_RESERVED_SLOTS,
     statsIntervalMs: e.SCHEDULER_STATS_INTERVAL,
     shards: e.SCHEDULER_SHARDS,

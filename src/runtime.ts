@@ -187,6 +187,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       localWorker: rt.worker,
       catchupPerSecond: config.catchupPerSecond,
       prestageMs: config.prestageMs,
+      occurrenceLeadMs: config.occurrenceLeadMs,
       reservedSlots: config.reservedSlots,
       shards: config.shards,
       index: rt.index,

@@ -92,10 +92,63 @@ ORDER BY next_fire_at
 LIMIT $1
 FOR UPDATE SKIP LOCKED;
 
+-- name: DueSchedulesAhead
+-- DueSchedules with occurrences made ahead (031): also the schedules firing within the next
+-- $4 ms, unless making ahead was declined for that instant or the schedule's occurrence made
+-- ahead is still to come (one at a time). Due ones come first.
+SELECT *, now() AS db_now FROM schedules
+WHERE NOT paused AND next_fire_at IS NOT NULL
+  AND next_fire_at <= now() + make_interval(secs => $4::float8 / 1000)
+  AND (next_fire_at <= now()
+       OR (ahead_checked_at IS DISTINCT FROM next_fire_at AND (staged_fire_at IS NULL OR staged_fire_at <= now())))
+  AND (slot * $3::int / 4096) = ANY($2::int[])
+ORDER BY next_fire_at
+LIMIT $1
+FOR UPDATE SKIP LOCKED;
+
 -- name: NextFireAt
 SELECT next_fire_at FROM schedules
 WHERE NOT paused AND next_fire_at IS NOT NULL
 ORDER BY next_fire_at LIMIT 1;
+
+-- name: NextGenerationAt
+-- NextFireAt with occurrences made $1 ms ahead (031): the earlier of the next fire and the
+-- next instant one may be made ahead, as DueSchedulesAhead picks them. The second walks past
+-- the schedules declined in the lead window only.
+SELECT least(
+  (SELECT next_fire_at FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL ORDER BY next_fire_at LIMIT 1),
+  (SELECT greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity'))
+   FROM schedules
+   WHERE NOT paused AND next_fire_at > now() AND ahead_checked_at IS DISTINCT FROM next_fire_at
+   ORDER BY next_fire_at LIMIT 1)) AS next_fire_at;
+
+-- name: LockSchedulesOfJobs
+-- The schedules of the jobs $1 (a replay), each locked, in one order (no deadlock between two
+-- replays): their occurrences made ahead are taken back before the replay's jobs change.
+-- Bounded by the replay's jobs.
+SELECT s.* FROM schedules s
+WHERE (s.tenant, s.id) IN (SELECT j.tenant, j.schedule_id FROM jobs j WHERE j.id = ANY($1::uuid[]) AND j.schedule_id IS NOT NULL)
+ORDER BY s.tenant, s.id
+FOR UPDATE OF s;
+
+-- name: UnstageOccurrence
+-- Takes back the occurrence made ahead of its instant (031), under the schedule's row lock,
+-- which the caller holds: a change to the schedule (pause, PATCH, a manual run or a replay
+-- under overlap skip or queue, DELETE) applies as if the occurrence had not been made. A job
+-- whose nominal time is still to come was made ahead and cannot have started (it is not due):
+-- it is deleted, and next_fire_at goes back to it. Nothing else has a nominal time in the
+-- future (occurrences are made at or after theirs, a manual run's is its now()).
+WITH gone AS (
+  DELETE FROM jobs
+  WHERE tenant = $1 AND schedule_id = $2 AND status = 'scheduled' AND calls = 0 AND nominal_time > now()
+  RETURNING nominal_time
+)
+UPDATE schedules s SET
+  next_fire_at = CASE WHEN (SELECT count(*) FROM gone) > 0 THEN (SELECT min(nominal_time) FROM gone) ELSE s.next_fire_at END,
+  occurrences_generated = s.occurrences_generated - (SELECT count(*) FROM gone),
+  staged_fire_at = NULL, ahead_checked_at = NULL
+WHERE s.tenant = $1 AND s.id = $2
+RETURNING *;
 
 -- name: ActiveOccurrences
 -- Of each schedule in $1 (a JSON array of {tenant, id}: a generation pass asks once for all
@@ -122,8 +175,9 @@ RETURNING id;
 
 -- name: AdvanceSchedule
 -- Moves each schedule in $1 on after a pass (a JSON array: one statement for the pass's
--- schedules): its next fire, the last nominal time generated and the pass's counts. Instants
--- as epoch milliseconds; an absent one is NULL.
+-- schedules): its next fire, the last nominal time generated and the pass's counts; with
+-- occurrences made ahead (031), the one made ahead (staged) or the instant declined (checked).
+-- Instants as epoch milliseconds; an absent one is NULL.
 UPDATE schedules s SET next_fire_at = to_timestamp(x.next_fire_ms / 1000),
   last_nominal_at = coalesce(to_timestamp(x.last_nominal_ms / 1000), s.last_nominal_at),
   occurrences_generated = s.occurrences_generated + x.created,
@@ -131,9 +185,11 @@ UPDATE schedules s SET next_fire_at = to_timestamp(x.next_fire_ms / 1000),
   occurrences_misfired = s.occurrences_misfired + x.misfired,
   last_skip_at = CASE WHEN x.skipped > 0 THEN now() ELSE s.last_skip_at END,
   last_skip_reason = CASE WHEN x.skipped > 0 THEN x.skip_reason ELSE s.last_skip_reason END,
+  staged_fire_at = coalesce(to_timestamp(x.staged_ms / 1000), s.staged_fire_at),
+  ahead_checked_at = coalesce(to_timestamp(x.checked_ms / 1000), s.ahead_checked_at),
   updated_at = now()
 FROM json_to_recordset($1::text::json) AS x(tenant text, id text, next_fire_ms float8, last_nominal_ms float8,
-  created int, skipped int, misfired int, skip_reason text)
+  created int, skipped int, misfired int, skip_reason text, staged_ms float8, checked_ms float8)
 WHERE s.tenant = x.tenant AND s.id = x.id;
 
 -- name: _ReleaseHeld

@@ -8,6 +8,7 @@ const dur = (ms: number) => formatDuration(ms);
 
 /** The schedule object: what was asked, the effective DST policy and the generation state. */
 export function scheduleView(s: ScheduleRow, rule: CronRule | null, storedBody?: string) {
+  const next = nextFire(s);
   return {
     id: s.id,
     tenant: s.tenant,
@@ -31,8 +32,8 @@ export function scheduleView(s: ScheduleRow, rule: CronRule | null, storedBody?:
     paused_reason: s.paused_reason,
     start_at: iso(s.start_at),
     end_at: iso(s.end_at),
-    next_fire_at: iso(s.next_fire_at),
-    next_fire_local: s.next_fire_at && rule ? rule.local(s.next_fire_at.getTime()) : null,
+    next_fire_at: iso(next),
+    next_fire_local: next && rule ? rule.local(next.getTime()) : null,
     last_nominal_at: iso(s.last_nominal_at),
     occurrences: { generated: s.occurrences_generated, skipped: s.occurrences_skipped, misfired: s.occurrences_misfired },
     last_skip_at: iso(s.last_skip_at),
@@ -41,4 +42,14 @@ export function scheduleView(s: ScheduleRow, rule: CronRule | null, storedBody?:
     created_at: iso(s.created_at),
     updated_at: iso(s.updated_at),
   };
+}
+
+/**
+ * The next instant the schedule fires. An occurrence made ahead of its instant
+ * (SCHEDULER_OCCURRENCE_LEAD) has moved next_fire_at past it; until that instant comes, it is
+ * still the next fire.
+ */
+function nextFire(s: ScheduleRow): Date | null {
+  const staged = s.staged_fire_at;
+  return staged && staged.getTime() > Date.now() && (s.next_fire_at === null || staged < s.next_fire_at) ? staged : s.next_fire_at;
 }

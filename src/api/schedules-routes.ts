@@ -9,6 +9,7 @@ import {
   fieldsOf,
   getSchedule,
   insertSchedule,
+  lockScheduleForRun,
   listSchedules,
   ScheduleQuotaError,
   updateSchedule,
@@ -315,14 +316,18 @@ export function schedulesRoutes(deps: SchedulesRoutesDeps) {
     requireScope(principal(c), "jobs:write");
     const body = parseOrThrow(ScheduleTriggerSchema, await readJson(c));
     const id = idOf(c);
-    const s = await getSchedule(db, tenantOf(c), id);
-    if (!s) throw notFound(`schedule ${id}`);
     // A manual run now, outside the rule: its nominal time is now (the database's, in the
-    // inserting transaction), and overlap does not apply.
-    const [r] = await db.tx(async (q) => {
+    // inserting transaction), and overlap does not apply to it. The schedule is locked: under
+    // skip or queue, its occurrence made ahead of its instant is taken back (lockScheduleForRun).
+    const made = await db.tx(async (q) => {
+      const s = await lockScheduleForRun(q, tenantOf(c), id);
+      if (!s) return undefined;
       const now = await transactionNow(q);
-      return insertJobsIn(q, [triggeredJob(s, now)]);
+      const [r] = await insertJobsIn(q, [triggeredJob(s, now)]);
+      return { s, r: r! };
     });
+    if (!made) throw notFound(`schedule ${id}`);
+    const { s, r } = made;
     c.set("audited", true);
     await insertAudit(db, {
       actor: principal(c).actor,

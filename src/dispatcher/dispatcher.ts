@@ -49,6 +49,8 @@ export interface DispatcherOptions {
    * hands at its due second. Workers hold each until its due instant; 0: off.
    */
   prestageMs?: number;
+  /** Schedules' occurrences are made this far ahead of their instant (SCHEDULER_OCCURRENCE_LEAD; 0: at it). */
+  occurrenceLeadMs?: number;
   /** SCHEDULER_SHARDS: the due-time space is cut into this many shards, each held by one dispatcher. */
   shards: number;
   /** Worker slots that serve only jobs of at least minPriority (the workers' setting). */
@@ -158,6 +160,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       skewMs: o.skewMs,
       pollIntervalMs: o.pollIntervalMs,
       catchupPerSecond: o.catchupPerSecond,
+      leadMs: o.occurrenceLeadMs ?? 0,
       log: o.log,
       metrics: o.metrics,
     });
@@ -234,7 +237,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       this.sleepMs = 0;
       return claimed;
     }
-    const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db)]);
+    const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db, this.o.occurrenceLeadMs ?? 0)]);
     this.generation.sawNextFire(fire);
     // Due instants are on the database's clock: the wait until them is measured on it too.
     const dbNow = this.clock.now();

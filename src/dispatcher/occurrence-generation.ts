@@ -33,6 +33,8 @@ export interface OccurrenceGenerationOptions {
   skewMs: number;
   pollIntervalMs: number;
   catchupPerSecond: number;
+  /** Occurrences are made this far ahead of their instant (SCHEDULER_OCCURRENCE_LEAD; 0: at it). */
+  leadMs: number;
   log: Logger;
   metrics: Metrics;
 }
@@ -60,7 +62,14 @@ export class OccurrenceGeneration {
   private retryMs = 0;
 
   constructor(private readonly o: OccurrenceGenerationOptions) {
-    this.generator = new ScheduleGenerator({ db: o.db, batch: SCHEDULE_BATCH, catchupPerSecond: o.catchupPerSecond, log: o.log, metrics: o.metrics });
+    this.generator = new ScheduleGenerator({
+      db: o.db,
+      batch: SCHEDULE_BATCH,
+      catchupPerSecond: o.catchupPerSecond,
+      leadMs: o.leadMs,
+      log: o.log,
+      metrics: o.metrics,
+    });
   }
 
   /**
@@ -73,9 +82,9 @@ export class OccurrenceGeneration {
     return this.backlog;
   }
 
-  /** A schedule is due at `atMs` (a NOTIFY of a new or changed one). */
+  /** A schedule is due at `atMs` (a NOTIFY of a new or changed one): its occurrence may be made from its lead before. */
   noteDue(atMs: number): void {
-    this.dueAt = Math.min(this.dueAt, atMs);
+    this.dueAt = Math.min(this.dueAt, atMs - this.o.leadMs);
   }
 
   /** The earliest fire time as just read (NextFireAt); none: no schedule will fire. */
@@ -108,7 +117,7 @@ export class OccurrenceGeneration {
       // schedule lowers it through its NOTIFY). Left open, a pass that claims for a busy
       // worker and so never reaches the dispatcher's idle path would run a generation
       // transaction every time.
-      if (n < batch) this.sawNextFire(await nextFireAt(this.o.db));
+      if (n < batch) this.sawNextFire(await nextFireAt(this.o.db, this.o.leadMs));
       this.retryMs = 0;
       if (putOff) this.retryAt = performance.now() + PUT_OFF_MS;
     } catch (err) {

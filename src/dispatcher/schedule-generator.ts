@@ -26,6 +26,11 @@ export interface ScheduleGeneratorOptions {
   batch: number;
   /** Catch-up occurrences released per second at most, per tenant (across its schedules). */
   catchupPerSecond: number;
+  /**
+   * How far ahead of its instant a schedule's next occurrence is made (ms; 0: at its instant).
+   * Made ahead, it is a job due at its nominal time like any other (SCHEDULER_OCCURRENCE_LEAD).
+   */
+  leadMs?: number;
   log: Logger;
   metrics: Metrics;
 }
@@ -58,7 +63,7 @@ export class ScheduleGenerator {
         // Only the schedules of the shards still held, each held to the end of the transaction.
         const shards = await lockShards(q, fence);
         if (shards.length === 0) return 0;
-        const due = await dueSchedules(q, batch, shards, fence.count);
+        const due = await dueSchedules(q, batch, shards, fence.count, this.o.leadMs ?? 0);
         // The common case, an on-time occurrence, for the whole pass at once (a 9:00 herd of
         // schedules was ~1.2 ms a schedule one at a time: bench/README.md, issue 15 part 23).
         // A schedule whose plan fails or that must expire coalesced occurrences goes alone.
@@ -66,11 +71,11 @@ export class ScheduleGenerator {
         for (const s of due) {
           let plan: OccurrencePlan | undefined;
           try {
-            plan = this.plan(s, s.db_now.getTime());
+            plan = this.plan(s);
           } catch {
             // Planned again alone, which pauses the schedule with the reason.
           }
-          if (plan && plan.coalesceBefore === null) together.push({ s, plan, misfired: plan.misfired });
+          if (plan && plan.coalesceBefore === null) together.push({ s, plan, misfired: plan.misfired, ahead: isAhead(s) });
           else await this.generateOne(q, s);
         }
         if (together.length > 0) await this.generateTogether(q, together);
@@ -159,11 +164,15 @@ export class ScheduleGenerator {
     return keptRule({ cron: s.cron, timezone: s.timezone, dst: { gap: s.dst_gap ?? undefined, fold: s.dst_fold ?? undefined } });
   }
 
-  private plan(s: ScheduleRow, nowMs: number): OccurrencePlan {
+  /**
+   * What to create now. A schedule picked ahead of its instant (next_fire_at after the
+   * database's now) is planned as at that instant: its one on-time occurrence.
+   */
+  private plan(s: ScheduleRow & { db_now: Date }): OccurrencePlan {
     return planOccurrences({
       rule: this.rule(s),
       nextFireAt: s.next_fire_at!.getTime(),
-      nowMs,
+      nowMs: Math.max(s.db_now.getTime(), s.next_fire_at!.getTime()),
       misfire: s.misfire,
       misfireGraceMs: s.misfire_grace_ms,
       catchupWindowMs: s.catchup_window_ms,
@@ -173,12 +182,12 @@ export class ScheduleGenerator {
   }
 
   private async generate(q: Queryable, s: ScheduleRow & { db_now: Date }): Promise<void> {
-    const plan = this.plan(s, s.db_now.getTime());
+    const plan = this.plan(s);
     let misfired = plan.misfired;
     if (plan.coalesceBefore !== null) {
       misfired += await expireCoalesced(q, s.tenant, s.id, new Date(plan.coalesceBefore));
     }
-    const [o] = await this.write(q, [{ s, plan, misfired }]);
+    const [o] = await this.write(q, [{ s, plan, misfired, ahead: isAhead(s) }]);
     this.account(o!);
   }
 
@@ -189,21 +198,29 @@ export class ScheduleGenerator {
   private async write(q: Queryable, planned: Planned[]): Promise<Outcome[]> {
     const watched = planned.filter((p) => p.s.overlap !== "allow").map((p) => p.s);
     const inProgress = watched.length > 0 ? await activeOccurrences(q, watched) : new Map<string, InProgress>();
-    const decided: { p: Planned; jobs: NewJob[]; skipped: number[] }[] = [];
+    const decided: { p: Planned; jobs: NewJob[]; skipped: number[]; declined: boolean }[] = [];
     for (const p of planned) {
       const counts = await this.releaseMissed(q, p.s, inProgress.get(scheduleKey(p.s.tenant, p.s.id)));
-      decided.push({ p, ...this.decide(p.s, p.plan, p.s.db_now.getTime(), counts) });
+      // Ahead of its instant, skip and queue cannot know what will be in progress then: made
+      // ahead only when nothing is now (only a manual run or a replay could start before the
+      // instant, and each takes the occurrence back). Otherwise the instant decides.
+      if (p.ahead && p.s.overlap !== "allow" && (counts.active > 0 || counts.held > 0)) {
+        decided.push({ p, jobs: [], skipped: [], declined: true });
+        continue;
+      }
+      decided.push({ p, ...this.decide(p.s, p.plan, p.s.db_now.getTime(), counts), declined: false });
     }
     const jobs = decided.flatMap((d) => d.jobs);
     const inserted = jobs.length > 0 ? await insertJobsIn(q, jobs) : [];
     const createdIds = new Set(inserted.flatMap((r) => (r.kind === "created" ? [r.job.id] : [])));
-    const outcomes = decided.map(({ p, jobs, skipped }) => ({
+    const outcomes = decided.map(({ p, jobs, skipped, declined }) => ({
       s: p.s,
       plan: p.plan,
       created: jobs.filter((j) => createdIds.has(j.id)).length,
       skipped: skipped.length,
       skippedNominals: skipped,
       misfired: p.misfired,
+      ahead: p.ahead ? (declined ? ("declined" as const) : ("made" as const)) : undefined,
     }));
     await advanceSchedules(q, outcomes.map(advanceOf));
     return outcomes;
@@ -263,6 +280,8 @@ interface Planned {
   plan: OccurrencePlan;
   /** The plan's, and the coalesced occurrences expired before the write. */
   misfired: number;
+  /** Picked ahead of its instant (SCHEDULER_OCCURRENCE_LEAD). */
+  ahead: boolean;
 }
 
 /** A schedule's pass: what it created, skipped and found misfired. */
@@ -274,18 +293,30 @@ interface Outcome {
   /** The nominal times skipped, for their log lines. */
   skippedNominals: number[];
   misfired: number;
+  /** Ahead of its instant: its occurrence made, or making it declined (the instant decides). */
+  ahead?: "made" | "declined";
 }
 
-const advanceOf = (o: Outcome): Advance => ({
-  tenant: o.s.tenant,
-  id: o.s.id,
-  nextFireAt: o.plan.nextFireAt,
-  lastNominal: o.plan.lastNominal,
-  created: o.created,
-  skipped: o.skipped,
-  misfired: o.misfired,
-  skipReason: o.skipped > 0 ? `overlap=${o.s.overlap}: the previous occurrence was still in progress` : null,
-});
+const advanceOf = (o: Outcome): Advance => {
+  const nominal = o.s.next_fire_at!.getTime();
+  // Declined: the schedule stays as it was, marked so that it is not picked again before its instant.
+  if (o.ahead === "declined")
+    return { tenant: o.s.tenant, id: o.s.id, nextFireAt: nominal, lastNominal: null, created: 0, skipped: 0, misfired: 0, skipReason: null, checked: nominal };
+  return {
+    tenant: o.s.tenant,
+    id: o.s.id,
+    nextFireAt: o.plan.nextFireAt,
+    lastNominal: o.plan.lastNominal,
+    created: o.created,
+    skipped: o.skipped,
+    misfired: o.misfired,
+    skipReason: o.skipped > 0 ? `overlap=${o.s.overlap}: the previous occurrence was still in progress` : null,
+    ...(o.ahead === "made" && o.plan.create.length > 0 ? { staged: nominal } : {}),
+  };
+};
+
+/** Picked ahead of its instant: its next fire is after the database's now. */
+const isAhead = (s: ScheduleRow & { db_now: Date }): boolean => s.next_fire_at!.getTime() > s.db_now.getTime();
 
 /**
  * The schedule's own fault: its rule, zone or plan could not be evaluated (our code threw,

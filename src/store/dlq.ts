@@ -1,6 +1,7 @@
 import type { Db, Queryable } from "./db.ts";
 import { insertAuditBatch } from "./audit.ts";
 import type { AuditEntry } from "./jobs.ts";
+import { lockSchedulesForReplay } from "./schedules.ts";
 import { sql } from "./sql.ts";
 import type { JobRow } from "./types.ts";
 
@@ -69,6 +70,11 @@ export async function replayDead(db: Db, r: ReplayRequest): Promise<JobRow[]> {
   return db.tx(async (q) => {
     let rows: JobRow[] = [];
     if (r.items.length > 0) {
+      // A replayed occurrence is in progress again: its schedule's occurrence made ahead is taken back.
+      await lockSchedulesForReplay(
+        q,
+        r.items.map((i) => i.id),
+      );
       let start: Date | null = null;
       if (r.paceStepMs !== null) {
         start = (await q.query<{ start: Date }>(sql("ReserveReplayPace"), [r.items.length, r.paceStepMs]))[0].start;

@@ -5,9 +5,14 @@ import { sql } from "./sql.ts";
 // The statements of one occurrence-generation pass (src/dispatcher/schedule-generator.ts), each
 // run in the pass's transaction (or a schedule's savepoint in it).
 
-/** Schedules due to generate, of the shards given (of `count`), each locked to the end of the transaction; with the database's now. */
-export async function dueSchedules(q: Queryable, batch: number, shards: number[], count: number): Promise<(ScheduleRow & { db_now: Date })[]> {
-  return q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [batch, shards, count]);
+/**
+ * Schedules due to generate, of the shards given (of `count`), each locked to the end of the
+ * transaction; with the database's now. With a lead (ms), also those whose next occurrence may
+ * be made that far ahead (DueSchedulesAhead).
+ */
+export async function dueSchedules(q: Queryable, batch: number, shards: number[], count: number, leadMs = 0): Promise<(ScheduleRow & { db_now: Date })[]> {
+  if (leadMs <= 0) return q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [batch, shards, count]);
+  return q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedulesAhead"), [batch, shards, count, leadMs]);
 }
 
 /** A schedule whose own fault (its rule, zone, plan, a value refused) stopped generation: paused, with why. */
@@ -50,6 +55,10 @@ export interface Advance {
   skipped: number;
   misfired: number;
   skipReason: string | null;
+  /** The nominal time of an occurrence made ahead of its instant. */
+  staged?: number;
+  /** The next fire for which making ahead was declined (the instant decides it). */
+  checked?: number;
 }
 
 /** Moves schedules on after a pass: each one's next fire, the last nominal time generated, and the pass's counts; one statement. */
@@ -64,6 +73,8 @@ export async function advanceSchedules(q: Queryable, advances: Advance[]): Promi
     skipped: a.skipped,
     misfired: a.misfired,
     skip_reason: a.skipReason,
+    staged_ms: a.staged,
+    checked_ms: a.checked,
   }));
   await q.query(sql("AdvanceSchedule"), [JSON.stringify(rows)]);
 }

@@ -55,6 +55,10 @@ export interface ScheduleRow
   occurrences_misfired: number;
   last_skip_at: Date | null;
   last_skip_reason: string | null;
+  /** The nominal time of the occurrence last made ahead of its instant (031); NULL when none. */
+  staged_fire_at?: Date | null;
+  /** The next fire for which making ahead was declined (031). */
+  ahead_checked_at?: Date | null;
   version: number;
   created_at: Date;
   updated_at: Date;
@@ -163,9 +167,11 @@ export async function updateSchedule(
 ): Promise<UpdateResult> {
   return db.tx(async (q) => {
     await storePayloads(q, payloads);
-    const current = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
-    if (!current) return { kind: "missing" };
-    if (ifVersion !== null && current.version !== ifVersion) return { kind: "version", current: current.version };
+    const locked = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
+    if (!locked) return { kind: "missing" };
+    if (ifVersion !== null && locked.version !== ifVersion) return { kind: "version", current: locked.version };
+    // Any change applies to the schedule as if its occurrence made ahead had not been made.
+    const current = await unstageOccurrence(q, locked);
     const next = change(current, (await transactionNow(q)).getTime());
     const row = (await q.query<ScheduleRow>(sql("ReplaceSchedule"), [JSON.stringify({ ...next, version: current.version })]))[0];
     if (!row) return { kind: "version", current: current.version };
@@ -182,6 +188,10 @@ export async function updateSchedule(
 
 export async function deleteSchedule(db: Db, tenant: string, id: string, by: Actor): Promise<{ row: ScheduleRow; cancelled: number } | undefined> {
   return db.tx(async (q) => {
+    // An occurrence made ahead of its instant never fired: taken back, not cancelled.
+    const locked = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
+    if (!locked) return undefined;
+    await unstageOccurrence(q, locked);
     const row = (await q.query<ScheduleRow>(sql("DeleteSchedule"), [tenant, id]))[0];
     if (!row) return undefined;
     const cancelled = await q.query(sql("CancelPendingOccurrences"), [tenant, id]);
@@ -198,6 +208,36 @@ export async function deleteSchedule(db: Db, tenant: string, id: string, by: Act
   });
 }
 
-export async function nextFireAt(db: Queryable): Promise<Date | undefined> {
-  return (await db.query<{ next_fire_at: Date }>(sql("NextFireAt")))[0]?.next_fire_at;
+/** When generation has work next: the next fire, or with a lead (ms) the next instant an occurrence may be made ahead. */
+export async function nextFireAt(db: Queryable, leadMs = 0): Promise<Date | undefined> {
+  if (leadMs <= 0) return (await db.query<{ next_fire_at: Date }>(sql("NextFireAt")))[0]?.next_fire_at;
+  return (await db.query<{ next_fire_at: Date | null }>(sql("NextGenerationAt"), [leadMs]))[0]?.next_fire_at ?? undefined;
+}
+
+/**
+ * The schedule locked for a manual run (or a replay) of it. Under overlap skip or queue a run
+ * in progress at the next instant would skip that occurrence or hold it back: one made ahead
+ * of its instant, which would start beside the run, is taken back for the instant to decide.
+ */
+export async function lockScheduleForRun(q: Queryable, tenant: string, id: string): Promise<ScheduleRow | undefined> {
+  const locked = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
+  if (!locked || locked.overlap === "allow") return locked;
+  return unstageOccurrence(q, locked);
+}
+
+/** lockScheduleForRun for the schedules of the jobs `ids` (a replay), in one statement and a fixed order. */
+export async function lockSchedulesForReplay(q: Queryable, ids: string[]): Promise<void> {
+  const rows = await q.query<ScheduleRow>(sql("LockSchedulesOfJobs"), [ids]);
+  for (const row of rows) if (row.overlap !== "allow") await unstageOccurrence(q, row);
+}
+
+/**
+ * Takes back an occurrence made ahead of its instant (SCHEDULER_OCCURRENCE_LEAD), so that a
+ * change to the schedule applies as if it had not been made: the job is deleted and
+ * next_fire_at goes back to it. The caller holds the schedule's row lock. A schedule never
+ * made ahead (staged_fire_at NULL) costs nothing. Returns the row as it now is.
+ */
+export async function unstageOccurrence(q: Queryable, row: ScheduleRow): Promise<ScheduleRow> {
+  if (row.staged_fire_at === null || row.staged_fire_at === undefined) return row;
+  return (await q.query<ScheduleRow>(sql("UnstageOccurrence"), [row.tenant, row.id]))[0] ?? row;
 }

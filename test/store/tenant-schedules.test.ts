@@ -6,12 +6,12 @@
  */
 import { describe, expect, test } from "bun:test";
 import { seedAuthority } from "../../src/store/authority.ts";
-import type { Db, Queryable, Tx } from "../../src/store/db.ts";
+import type { Db } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { deleteSchedule, insertSchedule } from "../../src/store/schedules.ts";
-import { queryNameOf } from "../../src/store/sql.ts";
 import { createDatabase, DRIVERS, describeDb, dropDatabase, migrateBefore } from "../helpers/db.ts";
+import { pausedBefore } from "../helpers/paused-db.ts";
 import { scheduleFields } from "../schedules/gen-support.ts";
 
 const by = { actor: "test", reason: null };
@@ -72,33 +72,6 @@ for (const driver of DRIVERS) {
       expect((await counts(t.db)).kept.tm).toBe(1);
     });
   });
-}
-
-/**
- * `db` whose transactions stop before the named query until `gate` resolves (after
- * `reached()`): a test's way to hold one creation between its insert and its commit.
- */
-function pausedBefore(db: Db, name: string, reached: () => void, gate: Promise<void>): Db {
-  const wrapQ = (q: Queryable): Queryable => ({
-    query: async <T>(text: string, params?: unknown[]) => {
-      if (queryNameOf(text) === name) {
-        reached();
-        await gate;
-      }
-      return q.query<T>(text, params);
-    },
-    exec: (text: string) => q.exec(text),
-  });
-  const wrap = (q: Tx): Tx => ({ ...wrapQ(q), savepoint: (fn) => q.savepoint((sp) => fn(wrapQ(sp))) });
-  return {
-    ...db,
-    kind: db.kind,
-    query: db.query.bind(db),
-    exec: db.exec.bind(db),
-    tx: (fn) => db.tx((q) => fn(wrap(q))),
-    listen: db.listen.bind(db),
-    close: db.close.bind(db),
-  };
 }
 
 describe("the quota's last place, two creations at once (postgres)", () => {

@@ -65,6 +65,14 @@ export const DISPATCH = {
     doc: "claim due jobs this early (≤ `60s`); workers hold them until due",
     more: " (see [Flow control](#flow-control-priority-fairness-quotas))",
   },
+  SCHEDULER_OCCURRENCE_LEAD: {
+    schema: v.pipe(duration(0), v.maxValue(60_000, "must be at most 60s: a change to a schedule takes back the occurrence made ahead")),
+    default: "0s",
+    section: "Dispatch",
+    readBy: ["dispatcher"],
+    doc: "make a schedule's next occurrence this early (≤ `60s`), due at its nominal time",
+    more: " (see [Occurrences made ahead](#occurrences-made-ahead))",
+  },
   SCHEDULER_RESERVED_SLOTS: {
     schema: v.pipe(
       v.string(),

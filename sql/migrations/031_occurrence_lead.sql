@@ -1,0 +1,12 @@
+-- Occurrences made ahead of their instant (SCHEDULER_OCCURRENCE_LEAD, off by default): a 9:00
+-- herd of schedules went only as fast as its occurrences were made at 9:00 (bench/README.md,
+-- issue 15 part 24). Made ahead, the occurrence is a job due at its nominal time like any
+-- other, so it is never called early; what the schedule row must remember:
+--   staged_fire_at    the nominal time of the occurrence made ahead (at most one at a time).
+--                     While it is in the future, next_fire_at (already moved past it) is not
+--                     what the API shows, and any change to the schedule takes the occurrence
+--                     back (UnstageOccurrence) before it applies.
+--   ahead_checked_at  the next_fire_at for which making ahead was declined (overlap skip or
+--                     queue with an occurrence in progress): the instant decides it, and the
+--                     dispatcher does not look at it again before then.
+ALTER TABLE schedules ADD COLUMN staged_fire_at timestamptz, ADD COLUMN ahead_checked_at timestamptz;
