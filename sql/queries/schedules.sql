@@ -137,7 +137,9 @@ FOR UPDATE OF s;
 -- under overlap skip or queue, DELETE) applies as if the occurrence had not been made. A job
 -- whose nominal time is still to come was made ahead and cannot have started (it is not due):
 -- it is deleted, and next_fire_at goes back to it. Nothing else has a nominal time in the
--- future (occurrences are made at or after theirs, a manual run's is its now()).
+-- future (occurrences are made at or after theirs, a manual run's is its now()). One already
+-- claimed ahead (SCHEDULER_PRESTAGE) is in a worker's hands, as a claimed one-off job is: it
+-- stays, and the API goes on showing it as the next fire until its instant.
 WITH gone AS (
   DELETE FROM jobs
   WHERE tenant = $1 AND schedule_id = $2 AND status = 'scheduled' AND calls = 0 AND nominal_time > now()
@@ -146,7 +148,8 @@ WITH gone AS (
 UPDATE schedules s SET
   next_fire_at = CASE WHEN (SELECT count(*) FROM gone) > 0 THEN (SELECT min(nominal_time) FROM gone) ELSE s.next_fire_at END,
   occurrences_generated = s.occurrences_generated - (SELECT count(*) FROM gone),
-  staged_fire_at = NULL, ahead_checked_at = NULL
+  staged_fire_at = CASE WHEN (SELECT count(*) FROM gone) > 0 OR s.staged_fire_at <= now() THEN NULL ELSE s.staged_fire_at END,
+  ahead_checked_at = NULL
 WHERE s.tenant = $1 AND s.id = $2
 RETURNING *;
 

@@ -29,7 +29,7 @@ export const TIMINGS = {
   asyncLeaseMs: 3000,
 };
 
-export function schedulerEnv(databaseUrl: string, redisUrl: string): Record<string, string> {
+export function schedulerEnv(databaseUrl: string, redisUrl: string, occurrenceLeadMs = 0): Record<string, string> {
   const env: Record<string, string> = {
     DATABASE_URL: databaseUrl,
     REDIS_URL: redisUrl,
@@ -50,6 +50,7 @@ export function schedulerEnv(databaseUrl: string, redisUrl: string): Record<stri
     SCHEDULER_SHARDS: "4",
     SCHEDULER_INDEX_RECONCILE: "2s",
     WORKER_CONCURRENCY: "30",
+    SCHEDULER_OCCURRENCE_LEAD: `${occurrenceLeadMs}ms`,
   };
   for (const k of ["PATH", "HOME", "TMPDIR", "LANG"]) if (process.env[k]) env[k] = process.env[k]!;
   return env;
@@ -67,7 +68,8 @@ export class ChaosCluster {
   private sql: postgres.Sql | undefined;
   private onExit = () => this.cleanup.runSync();
 
-  async start(say: (line: string) => void): Promise<void> {
+  /** `occurrenceLeadMs`: SCHEDULER_OCCURRENCE_LEAD for every process (occurrences made that far ahead). */
+  async start(say: (line: string) => void, occurrenceLeadMs = 0): Promise<void> {
     process.on("exit", this.onExit);
     const user = await PgUser.detect();
     const bin = findPgBin(undefined);
@@ -120,7 +122,7 @@ export class ChaosCluster {
 
     const haveSwitch = seams().faultSwitch;
     for (const spec of PROCESSES) {
-      const env = () => ({ ...schedulerEnv(this.databaseUrl, this.redis.url), ...(spec.region === "a" ? switchedFaultsEnv(spec.mode, haveSwitch) : {}) });
+      const env = () => ({ ...schedulerEnv(this.databaseUrl, this.redis.url, occurrenceLeadMs), ...(spec.region === "a" ? switchedFaultsEnv(spec.mode, haveSwitch) : {}) });
       const p = new ManagedProc(spec, env, this.logDir, (e) => this.unexpectedExits.push(e));
       this.procs.set(spec.name, p);
       this.cleanup.add(

@@ -208,6 +208,19 @@ for (const driver of DRIVERS) {
         expect((await row(d.db, "back-run-allow")).staged_fire_at!.getTime()).toBe(u);
       });
 
+      test("one already claimed ahead (SCHEDULER_PRESTAGE) stays with its worker, still shown as the next fire", async () => {
+        const t = await setUp("back-claimed");
+        // As a prestaging claim leaves it: running, not yet called.
+        await d.db.query("UPDATE jobs SET status = 'running', lease_owner = 'w', lease_until = now() + interval '30 seconds' WHERE schedule_id = 'back-claimed'");
+        const res = await api(rt, "POST", "/v1/schedules/back-claimed/pause", {});
+        expect(res.status).toBe(200);
+        expect(res.body.next_fire_at).toBe(new Date(t).toISOString());
+        expect((await futureJobs(d.db, "back-claimed")).map((j) => [j.nominal, j.status])).toEqual([[t, "running"]]);
+        const s = await row(d.db, "back-claimed");
+        expect(s.next_fire_at!.getTime()).toBeGreaterThan(t);
+        expect(s.occurrences_generated).toBe(1);
+      });
+
       test("a replay of one of its dead occurrences under skip: taken back", async () => {
         const t = await setUp("back-replay");
         const id = await occurrenceIn(d.db, "back-replay", "dead");
