@@ -122,7 +122,10 @@ export class ChaosCluster {
 
     const haveSwitch = seams().faultSwitch;
     for (const spec of PROCESSES) {
-      const env = () => ({ ...schedulerEnv(this.databaseUrl, this.redis.url, occurrenceLeadMs), ...(spec.region === "a" ? switchedFaultsEnv(spec.mode, haveSwitch) : {}) });
+      const env = () => ({
+        ...schedulerEnv(this.databaseUrl, this.redis.url, occurrenceLeadMs),
+        ...(spec.region === "a" ? switchedFaultsEnv(spec.mode, haveSwitch) : {}),
+      });
       const p = new ManagedProc(spec, env, this.logDir, (e) => this.unexpectedExits.push(e));
       this.procs.set(spec.name, p);
       this.cleanup.add(

@@ -211,7 +211,9 @@ for (const driver of DRIVERS) {
       test("one already claimed ahead (SCHEDULER_PRESTAGE) stays with its worker, still shown as the next fire", async () => {
         const t = await setUp("back-claimed");
         // As a prestaging claim leaves it: running, not yet called.
-        await d.db.query("UPDATE jobs SET status = 'running', lease_owner = 'w', lease_until = now() + interval '30 seconds' WHERE schedule_id = 'back-claimed'");
+        await d.db.query(
+          "UPDATE jobs SET status = 'running', lease_owner = 'w', lease_until = now() + interval '30 seconds' WHERE schedule_id = 'back-claimed'",
+        );
         const res = await api(rt, "POST", "/v1/schedules/back-claimed/pause", {});
         expect(res.status).toBe(200);
         expect(res.body.next_fire_at).toBe(new Date(t).toISOString());
