@@ -181,7 +181,16 @@ export async function updateSchedule(
       if (released.length > 0) await q.query(sql("NotifyDue"), [String(released[0].due_at.getTime())]);
     }
     if (!row.paused) await wake(q, row.next_fire_at);
-    await insertAudit(q, { actor: by.actor, tenant, action: by.action, objectId: id, reason: by.reason ?? null, details: { version: row.version } });
+    // An occurrence made ahead that the change took back: the audit says which.
+    const takenBack = takenBackOf(locked, current);
+    await insertAudit(q, {
+      actor: by.actor,
+      tenant,
+      action: by.action,
+      objectId: id,
+      reason: by.reason ?? null,
+      details: { version: row.version, ...(takenBack ? { occurrence_taken_back: takenBack } : {}) },
+    });
     return { kind: "updated", row };
   });
 }
@@ -212,6 +221,13 @@ export async function deleteSchedule(db: Db, tenant: string, id: string, by: Act
 export async function nextFireAt(db: Queryable, leadMs = 0): Promise<Date | undefined> {
   if (leadMs <= 0) return (await db.query<{ next_fire_at: Date }>(sql("NextFireAt")))[0]?.next_fire_at;
   return (await db.query<{ next_fire_at: Date | null }>(sql("NextGenerationAt"), [leadMs]))[0]?.next_fire_at ?? undefined;
+}
+
+/** The nominal time (ISO) of the occurrence made ahead that unstageOccurrence took back, if it took one. */
+function takenBackOf(before: ScheduleRow, after: ScheduleRow): string | null {
+  const was = before.next_fire_at?.getTime();
+  const now = after.next_fire_at?.getTime();
+  return now !== undefined && was !== now ? after.next_fire_at!.toISOString() : null;
 }
 
 /**

@@ -169,6 +169,10 @@ for (const driver of DRIVERS) {
         const t = await setUp("back-pause");
         expect((await api(rt, "POST", "/v1/schedules/back-pause/pause", {})).status).toBe(200);
         await takenBack("back-pause", t);
+        // The audit of the change says which occurrence it took back.
+        const audit = await api(rt, "GET", "/v1/audit?action=schedule.paused&object_id=back-pause");
+        expect(audit.status).toBe(200);
+        expect(audit.body.items.map((a: any) => a.details)).toEqual([{ version: 2, occurrence_taken_back: new Date(t).toISOString() }]);
         expect(await pass(d.db)).toBe(0);
         expect((await api(rt, "POST", "/v1/schedules/back-pause/resume", {})).status).toBe(200);
         expect(await pass(d.db)).toBe(1);
@@ -216,6 +220,8 @@ for (const driver of DRIVERS) {
         );
         const res = await api(rt, "POST", "/v1/schedules/back-claimed/pause", {});
         expect(res.status).toBe(200);
+        const audit = await api(rt, "GET", "/v1/audit?action=schedule.paused&object_id=back-claimed");
+        expect(audit.body.items.map((a: any) => a.details)).toEqual([{ version: 2 }]);
         expect(res.body.next_fire_at).toBe(new Date(t).toISOString());
         expect((await futureJobs(d.db, "back-claimed")).map((j) => [j.nominal, j.status])).toEqual([[t, "running"]]);
         const s = await row(d.db, "back-claimed");
