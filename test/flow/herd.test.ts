@@ -109,7 +109,10 @@ function herdOf(r: Run, jobs: number, schedules?: "skip"): Promise<HerdFigures> 
     },
     target: r.target,
     settings: schedules
-      ? { jobs, leadMs: defaultScheduleLeadMs(jobs), timeoutMs: 80_000, settleMs: 1000, batch: 1000, postConcurrency: 8, schedules }
+      ? // Schedules are created one request each, serially per tenant (bench/README part 24): in
+        // a full suite on the slow 2-core VM 1,000 took over the bench's 5.5 s (2026-12-07), and
+        // the herd then fired tomorrow. So it is due 3 s + 12 ms a schedule after creation starts.
+        { jobs, leadMs: Math.max(defaultScheduleLeadMs(jobs), 3000 + 12 * jobs), timeoutMs: 80_000, settleMs: 1000, batch: 1000, postConcurrency: 8, schedules }
       : { jobs, leadMs: defaultLeadMs(jobs), timeoutMs: 80_000, settleMs: 1000, batch: 1000, postConcurrency: 2 },
     phase: 0,
     tag: `herd-${jobs}`,
