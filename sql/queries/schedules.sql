@@ -85,16 +85,8 @@ SELECT pg_notify('scheduler_due', $1::text);
 
 -- name: DueSchedules
 -- Due schedules of the shards $2 (of $3) only: occurrence generation is sharded like claims.
-SELECT *, now() AS db_now FROM schedules
-WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at <= now()
-  AND (slot * $3::int / 4096) = ANY($2::int[])
-ORDER BY next_fire_at
-LIMIT $1
-FOR UPDATE SKIP LOCKED;
-
--- name: DueSchedulesAhead
--- DueSchedules with occurrences made ahead (031): also the schedules firing within the next
--- $4 ms, unless making ahead was declined for that instant or the schedule's occurrence made
+-- With occurrences made $4 ms ahead (031; 0: none), also the schedules firing within that
+-- lead, unless making ahead was declined for that instant or the schedule's occurrence made
 -- ahead is still to come (one at a time). Due ones come first.
 SELECT *, now() AS db_now FROM schedules
 WHERE NOT paused AND next_fire_at IS NOT NULL
@@ -107,20 +99,18 @@ LIMIT $1
 FOR UPDATE SKIP LOCKED;
 
 -- name: NextFireAt
-SELECT next_fire_at FROM schedules
-WHERE NOT paused AND next_fire_at IS NOT NULL
-ORDER BY next_fire_at LIMIT 1;
-
--- name: NextGenerationAt
--- NextFireAt with occurrences made $1 ms ahead (031): the earlier of the next fire and the
--- next instant one may be made ahead, as DueSchedulesAhead picks them. The second walks past
--- the schedules declined in the lead window only.
+-- When generation has work next: the next fire or, with occurrences made $1 ms ahead (031),
+-- the next instant one may be made ahead, as DueSchedules picks them, if earlier. The second
+-- walks past the schedules declined in the lead window only, and runs only with a lead (an
+-- InitPlan in a CASE branch not taken is never run).
 SELECT least(
   (SELECT next_fire_at FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL ORDER BY next_fire_at LIMIT 1),
-  (SELECT greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity'))
-   FROM schedules
-   WHERE NOT paused AND next_fire_at > now() AND ahead_checked_at IS DISTINCT FROM next_fire_at
-   ORDER BY next_fire_at LIMIT 1)) AS next_fire_at;
+  CASE WHEN $1::float8 > 0 THEN
+    (SELECT greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity'))
+     FROM schedules
+     WHERE NOT paused AND next_fire_at > now() AND ahead_checked_at IS DISTINCT FROM next_fire_at
+     ORDER BY next_fire_at LIMIT 1)
+  END) AS next_fire_at;
 
 -- name: LockSchedulesOfJobs
 -- The schedules of the jobs $1 (a replay), each locked, in one order (no deadlock between two

@@ -8,11 +8,10 @@ import { sql } from "./sql.ts";
 /**
  * Schedules due to generate, of the shards given (of `count`), each locked to the end of the
  * transaction; with the database's now. With a lead (ms), also those whose next occurrence may
- * be made that far ahead (DueSchedulesAhead).
+ * be made that far ahead.
  */
 export async function dueSchedules(q: Queryable, batch: number, shards: number[], count: number, leadMs = 0): Promise<(ScheduleRow & { db_now: Date })[]> {
-  if (leadMs <= 0) return q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [batch, shards, count]);
-  return q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedulesAhead"), [batch, shards, count, leadMs]);
+  return q.query<ScheduleRow & { db_now: Date }>(sql("DueSchedules"), [batch, shards, count, leadMs]);
 }
 
 /** A schedule whose own fault (its rule, zone, plan, a value refused) stopped generation: paused, with why. */

@@ -197,12 +197,12 @@ export async function updateSchedule(
 
 export async function deleteSchedule(db: Db, tenant: string, id: string, by: Actor): Promise<{ row: ScheduleRow; cancelled: number } | undefined> {
   return db.tx(async (q) => {
-    // An occurrence made ahead of its instant never fired: taken back, not cancelled.
-    const locked = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
-    if (!locked) return undefined;
-    await unstageOccurrence(q, locked);
     const row = (await q.query<ScheduleRow>(sql("DeleteSchedule"), [tenant, id]))[0];
     if (!row) return undefined;
+    // An occurrence made ahead of its instant never fired: taken back (deleted), not cancelled.
+    // The delete holds the row lock a generation pass takes, and the statement after it sees
+    // what such a pass committed.
+    await unstageOccurrence(q, row);
     const cancelled = await q.query(sql("CancelPendingOccurrences"), [tenant, id]);
     const keys = await retireScheduleKeys(q, tenant, id, { actor: by.actor, reason: by.reason ?? null });
     await insertAudit(q, {
@@ -219,8 +219,7 @@ export async function deleteSchedule(db: Db, tenant: string, id: string, by: Act
 
 /** When generation has work next: the next fire, or with a lead (ms) the next instant an occurrence may be made ahead. */
 export async function nextFireAt(db: Queryable, leadMs = 0): Promise<Date | undefined> {
-  if (leadMs <= 0) return (await db.query<{ next_fire_at: Date }>(sql("NextFireAt")))[0]?.next_fire_at;
-  return (await db.query<{ next_fire_at: Date | null }>(sql("NextGenerationAt"), [leadMs]))[0]?.next_fire_at ?? undefined;
+  return (await db.query<{ next_fire_at: Date | null }>(sql("NextFireAt"), [leadMs]))[0]?.next_fire_at ?? undefined;
 }
 
 /** The nominal time (ISO) of the occurrence made ahead that unstageOccurrence took back, if it took one. */
