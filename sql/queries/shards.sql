@@ -30,15 +30,33 @@ ORDER BY s.shard;
 -- or an earlier one, and no two acquisitions share one, however they interleave. A shard's
 -- fencing token rises at every handoff and a new owner's tokens are above every old owner's.
 -- Only while this region ($5) holds the region authority.
-INSERT INTO leases (name, owner, epoch, lease_until, acquired_at)
-SELECT 'dispatch:' || s, $1, nextval('dispatch_term'),
-  now() + make_interval(secs => $3::float8 / 1000), now()
-FROM unnest($2::int[]) AS s
-WHERE EXISTS (SELECT 1 FROM region_authority WHERE home_region = $5)
-ON CONFLICT (name) DO UPDATE SET
-  owner = excluded.owner, epoch = excluded.epoch, lease_until = excluded.lease_until, acquired_at = excluded.acquired_at
-WHERE leases.owner IS NULL OR leases.lease_until < now() - make_interval(secs => $4::float8 / 1000)
-RETURNING name, epoch, lease_until;
+-- A lease row still locked (SKIP LOCKED) is left for a later pass: its old holder's claim or
+-- generation pass is still open, and the takeover must come after it anyway. Waiting for it
+-- here stalled this dispatcher's whole ownership loop, its own renewals with it, for as long
+-- as a paused holder stayed paused (issue 15, session 30).
+WITH lapsed AS (
+  SELECT l.name FROM leases l
+  WHERE l.name = ANY(ARRAY(SELECT 'dispatch:' || s FROM unnest($2::int[]) AS s))
+    AND (l.owner IS NULL OR l.lease_until < now() - make_interval(secs => $4::float8 / 1000))
+    AND EXISTS (SELECT 1 FROM region_authority WHERE home_region = $5)
+  ORDER BY l.name
+  FOR UPDATE OF l SKIP LOCKED
+), taken AS (
+  UPDATE leases l SET owner = $1, epoch = nextval('dispatch_term'),
+    lease_until = now() + make_interval(secs => $3::float8 / 1000), acquired_at = now()
+  FROM lapsed WHERE l.name = lapsed.name
+  RETURNING l.name, l.epoch, l.lease_until
+), made AS (
+  -- Shards never held before: no row to lock; a racing insert of the same row loses quietly.
+  INSERT INTO leases (name, owner, epoch, lease_until, acquired_at)
+  SELECT 'dispatch:' || s, $1, nextval('dispatch_term'), now() + make_interval(secs => $3::float8 / 1000), now()
+  FROM unnest($2::int[]) AS s
+  WHERE EXISTS (SELECT 1 FROM region_authority WHERE home_region = $5)
+    AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'dispatch:' || s)
+  ON CONFLICT (name) DO NOTHING
+  RETURNING name, epoch, lease_until
+)
+SELECT * FROM taken UNION ALL SELECT * FROM made;
 
 -- name: ShardRenew
 -- Extends the shards this owner still holds at these epochs; the others are lost (taken

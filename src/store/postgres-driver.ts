@@ -7,6 +7,13 @@ export interface PostgresDriverOptions {
   maxConnections?: number;
   /** Application name shown in pg_stat_activity; helps tell processes apart. */
   applicationName?: string;
+  /**
+   * The server ends a session left idle inside a transaction for longer than this (ms;
+   * idle_in_transaction_session_timeout). A process paused or cut off mid-transaction keeps
+   * its row locks until its session ends, and the server may take hours to notice a client
+   * that is gone: a takeover waited behind those locks for as long (issue 15, session 30).
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 // Timestamps come back as Date; int8 as a number (int8.ts: refused, not rounded, beyond 2^53),
@@ -17,7 +24,10 @@ export function openPostgres(opts: PostgresDriverOptions): Db {
     onnotice: () => {},
     // Parameters are sent as before (the driver's default is the same text).
     types: { int8: { to: 20, from: [20], parse: parseInt8, serialize: (x: unknown) => `${x}` } },
-    connection: { application_name: opts.applicationName ?? "scheduler" },
+    connection: {
+      application_name: opts.applicationName ?? "scheduler",
+      ...(opts.idleInTransactionTimeoutMs ? { idle_in_transaction_session_timeout: Math.ceil(opts.idleInTransactionTimeoutMs) } : {}),
+    },
     // Cancelled statements and idle connections should not keep a crashed peer's locks.
     idle_timeout: 60,
     // Seconds before reconnecting. The driver's default grows with every failed connect of

@@ -62,6 +62,16 @@ describe("sharded dispatch: three dispatcher processes, kill, join, pause (postg
     const ns = counts.map(([, n]) => n);
     return Math.max(...ns) - Math.min(...ns) <= 1;
   };
+  /** Waits until balancedOver(ps); on a timeout the error says who held what then. */
+  const settlesOver = async (ps: Proc[], ms: number, what: string) => {
+    try {
+      await eventually(() => balancedOver(ps), ms, what);
+    } catch (err) {
+      const c = await cluster().catch(() => undefined);
+      const held = c?.shards.map((s) => `${s.shard}:${s.owner ? pidOf(s.owner) : "free"}`).join(" ");
+      throw new Error(`${(err as Error).message}; expected pids ${ps.map((p) => p.proc.pid).join(",")}; shards now ${held ?? "(no answer)"}`);
+    }
+  };
 
   test("kill, join and pause under steady load: takeover within TTL + margin, nothing doubled or stranded, no overlap", async () => {
     const d = await Promise.all([0, 1, 2].map(() => spawnScheduler(["--mode=dispatcher"], env())));
@@ -78,27 +88,27 @@ describe("sharded dispatch: three dispatcher processes, kill, join, pause (postg
         await Bun.sleep(100);
       }
     })();
-    await eventually(() => balancedOver(d), 15_000, "12 shards spread 4/4/4 over the three dispatchers");
+    await settlesOver(d, 15_000, "12 shards spread 4/4/4 over the three dispatchers");
 
     // SIGKILL one: its leases lapse; the others take its shards within TTL + a renewal period + margin.
     const killedAt = Date.now();
     kill(d[0], "SIGKILL");
     await d[0]!.exited;
-    await eventually(() => balancedOver([d[1]!, d[2]!]), 10_000, "the killed dispatcher's shards taken over");
+    await settlesOver([d[1]!, d[2]!], 10_000, "the killed dispatcher's shards taken over");
     const takeover = Date.now() - killedAt;
     expect(takeover).toBeLessThan(TTL_MS + 4000);
 
     // A fourth joins: the others give back what is above a fair share; it takes them.
     const d4 = await spawnScheduler(["--mode=dispatcher"], env());
     procs.push(d4);
-    await eventually(() => balancedOver([d[1]!, d[2]!, d4]), 15_000, "the shards evened out over three dispatchers again");
+    await settlesOver([d[1]!, d[2]!, d4], 15_000, "the shards evened out over three dispatchers again");
 
     // SIGSTOP one past its leases: the others take its shards; resumed, it finds them lost.
     kill(d[1], "SIGSTOP");
-    await eventually(() => balancedOver([d[2]!, d4]), 12_000, "the paused dispatcher's shards taken over");
+    await settlesOver([d[2]!, d4], 12_000, "the paused dispatcher's shards taken over");
     kill(d[1], "SIGCONT");
     await d[1]!.waitForLog((l) => l.msg?.startsWith("shards lost"), 8000);
-    await eventually(() => balancedOver([d[1]!, d[2]!, d4]), 15_000, "the resumed dispatcher back with a fair share");
+    await settlesOver([d[1]!, d[2]!, d4], 15_000, "the resumed dispatcher back with a fair share");
 
     feeding = false;
     await feeder;

@@ -25,7 +25,7 @@ export const DISPATCH = {
     default: "10s",
     section: "Dispatch",
     readBy: ["dispatcher"],
-    doc: "the dispatch coordinator lease and each shard lease (renewed every third)",
+    doc: "the dispatch coordinator lease and each shard lease (renewed every third); also how long a scheduler transaction may sit idle before the server ends it",
   },
   SCHEDULER_CLOCK_SKEW: {
     schema: duration(0),
