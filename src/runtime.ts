@@ -169,7 +169,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
         reconcileMs: config.index.reconcileMs,
         log,
         metrics,
-        onDue: (at) => rt.dispatcher?.noteDue(at),
+        onDue: (at) => rt.dispatcher?.noteJobDue(at),
         clock,
       });
       log.info({ index: rt.index.kind, window_ms: config.index.windowMs }, "due index: Redis, validated in SQL, SQL fallback");

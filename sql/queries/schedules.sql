@@ -81,6 +81,9 @@ WHERE tenant = $1 AND schedule_id = $2 AND status IN ('scheduled', 'queued')
 RETURNING id;
 
 -- name: NotifyScheduleDue
+-- Payload "s<epoch ms>": a schedule fires then. The "s" tells it from a job's NotifyDue, so
+-- that only a schedule opens the dispatchers' generation gate. (A dispatcher from before
+-- reads it as no number, and looks at once: harmless.)
 SELECT pg_notify('scheduler_due', $1::text);
 
 -- name: DueSchedules

@@ -170,9 +170,12 @@ export class Dispatcher extends PeriodicLoop<number> {
     this.unlisten = await this.o.db.listen(
       "scheduler_due",
       (payload) => {
-        const at = Number(payload);
-        if (Number.isFinite(at)) this.noteDue(at);
-        else this.poke();
+        // "s<ms>": a schedule fires then (NotifyScheduleDue); "<ms>": a job is due then.
+        const schedule = payload.startsWith("s");
+        const at = Number(schedule ? payload.slice(1) : payload);
+        if (!Number.isFinite(at)) this.poke();
+        else if (schedule) this.noteScheduleDue(at);
+        else this.noteJobDue(at);
         // The change's outbox row committed with it: relay it now rather than on the next tick.
         this.o.index?.relay.poke();
       },
@@ -278,12 +281,19 @@ export class Dispatcher extends PeriodicLoop<number> {
     this.poke();
   }
 
-  /** Called on a NOTIFY (or by the index relay) about a schedule or job due at `atMs`. */
-  noteDue(atMs: number): void {
-    this.generation.noteDue(atMs);
-    // A job (the payload does not say which) is claimed this early; an occurrence to
-    // generate at this instant is only woken early, harmlessly.
+  /** Called on a NOTIFY (or by the index relay) about a job due at `atMs`: it is claimed this early. */
+  noteJobDue(atMs: number): void {
+    // Not the generation gate: a job says nothing about schedules. Opened by every job's
+    // NOTIFY, it ran a generation transaction (BEGIN, LockShards, DueSchedules, COMMIT and a
+    // NextFireAt) for each batch of jobs created, with no schedule due, and held this
+    // dispatcher's lease rows locked meanwhile.
     this.sleeper.wakeAt(this.clock.toLocal(atMs - this.prestageMs));
+  }
+
+  /** Called on a NOTIFY about a schedule firing at `atMs`: its occurrence is made from the lead before. */
+  noteScheduleDue(atMs: number): void {
+    this.generation.noteDue(atMs);
+    this.sleeper.wakeAt(this.clock.toLocal(atMs - (this.o.occurrenceLeadMs ?? 0)));
   }
 
   private async expire(): Promise<void> {

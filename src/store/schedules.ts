@@ -97,7 +97,7 @@ export function fieldsOf(r: ScheduleRow): ScheduleFields {
 }
 
 const wake = async (q: Queryable, next: Date | null) => {
-  if (next) await q.query(sql("NotifyScheduleDue"), [String(next.getTime())]);
+  if (next) await q.query(sql("NotifyScheduleDue"), [`s${next.getTime()}`]);
 };
 
 /** A tenant at its schedule quota (issue 16, hole 8). */
@@ -237,13 +237,22 @@ function takenBackOf(before: ScheduleRow, after: ScheduleRow): string | null {
 export async function lockScheduleForRun(q: Queryable, tenant: string, id: string): Promise<ScheduleRow | undefined> {
   const locked = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
   if (!locked || locked.overlap === "allow") return locked;
-  return unstageOccurrence(q, locked);
+  return rewakeIfTakenBack(q, locked, await unstageOccurrence(q, locked));
 }
 
 /** lockScheduleForRun for the schedules of the jobs `ids` (a replay), in one statement and a fixed order. */
 export async function lockSchedulesForReplay(q: Queryable, ids: string[]): Promise<void> {
   const rows = await q.query<ScheduleRow>(sql("LockSchedulesOfJobs"), [ids]);
-  for (const row of rows) if (row.overlap !== "allow") await unstageOccurrence(q, row);
+  for (const row of rows) if (row.overlap !== "allow") await rewakeIfTakenBack(q, row, await unstageOccurrence(q, row));
+}
+
+/**
+ * An occurrence taken back moved next_fire_at back to its instant: the dispatchers' generation
+ * gates, set to the fire after it, are told (a job's NOTIFY does not open them).
+ */
+async function rewakeIfTakenBack(q: Queryable, before: ScheduleRow, after: ScheduleRow): Promise<ScheduleRow> {
+  if (!after.paused && takenBackOf(before, after)) await wake(q, after.next_fire_at);
+  return after;
 }
 
 /**

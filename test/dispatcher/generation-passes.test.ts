@@ -21,8 +21,8 @@ import type { ShardFence } from "../../src/store/shards.ts";
 import { withTestFaults } from "../../src/store/test-faults.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { memoryLogger } from "../helpers/log.ts";
-import { startScheduler } from "../helpers/scheduler.ts";
-import { eventually } from "../helpers/target.ts";
+import { api, startScheduler } from "../helpers/scheduler.ts";
+import { eventually, Target } from "../helpers/target.ts";
 import { dueHourlySchedules } from "../schedules/gen-support.ts";
 
 const occurrences = async (db: Db, where = "true") => Number((await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE ${where}`))[0]!.n);
@@ -76,6 +76,44 @@ for (const driver of DRIVERS) {
         [500, 20],
       ]);
     }, 60_000);
+
+    // The scheduler_due NOTIFY is shared: a job's payload is its due instant, a schedule's is
+    // "s" and its fire time. Before, any payload opened the generation gate, so every batch of
+    // jobs created ran a generation transaction (BEGIN, LockShards, DueSchedules, COMMIT, then
+    // NextFireAt) with no schedule due, holding the dispatcher's lease rows meanwhile.
+    test("a job's NOTIFY runs no generation pass; a schedule's does, and its occurrence comes at its instant", async () => {
+      t = await freshDb(driver);
+      const target = new Target();
+      try {
+        rt = await startScheduler(t.db, { SCHEDULER_POLL_INTERVAL: "5s" });
+        const generator = rt.dispatcher!.generation.generator;
+        const run = generator.runOnce.bind(generator);
+        let passes = 0;
+        generator.runOnce = async (fence: ShardFence, batch?: number) => {
+          passes++;
+          return run(fence, batch);
+        };
+        await Bun.sleep(300); // the start's own pass (the gate starts open) is over
+        passes = 0;
+        for (let i = 0; i < 10; i++) {
+          const r = await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/job-${i}` } });
+          expect(r.status).toBe(201);
+          await Bun.sleep(30);
+        }
+        await eventually(async () => target.calls.length === 10, 10_000, "the ten jobs called");
+        expect(passes).toBe(0);
+
+        const at = new Date(Math.ceil((Date.now() + 1500) / 1000) * 1000);
+        const cron = `${at.getUTCSeconds()} ${at.getUTCMinutes()} ${at.getUTCHours()} ${at.getUTCDate()} ${at.getUTCMonth() + 1} *`;
+        const made = await api(rt, "POST", "/v1/schedules", { id: "gate", cron, timezone: "UTC", target: { url: `${target.url}/occ` } });
+        expect(made.status).toBe(201);
+        const call = await eventually(() => target.calls.find((c) => c.path === "/occ"), 8000, "the occurrence called");
+        expect(passes).toBeGreaterThan(0);
+        expect(call.at).toBeGreaterThanOrEqual(at.getTime() - 20); // never before its instant (one clock, loopback)
+      } finally {
+        target.stop();
+      }
+    }, 30_000);
 
     // A pass lost whole (DueSchedules: its transaction is gone) waits 100, 200, 400 ms and logs
     // an error naming the wait. One whose write a transient error rolled back (InsertJobs: the

@@ -177,5 +177,5 @@ export async function dueHourlySchedules(db: Db, prefix: string, from: number, n
      FROM generate_series($2::int, $3::int) g`,
     [prefix, from, from + n - 1],
   );
-  await db.query("SELECT pg_notify('scheduler_due', (extract(epoch FROM date_trunc('hour', now())) * 1000)::bigint::text)");
+  await db.query("SELECT pg_notify('scheduler_due', 's' || (extract(epoch FROM date_trunc('hour', now())) * 1000)::bigint::text)");
 }
