@@ -14,7 +14,8 @@ export async function openDb(
       url: config.databaseUrl,
       applicationName: appName,
       maxConnections: Math.min(20, 4 + Math.ceil(config.workerConcurrency / 50)),
-      // No transaction of ours waits on anything but the database between its statements. One
+      // No transaction of ours waits on anything but the database between its statements (the
+      // index relay's Redis write aside: a pass ended here is applied again by the next). One
       // idle for a lease TTL is a paused or cut-off process: its locks (a shard's lease row held
       // FOR SHARE by a claim or a generation pass) would hold off the takeover of its lapsed
       // leases until the server noticed the client gone, hours later on a silent network. Ended

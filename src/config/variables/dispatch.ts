@@ -24,8 +24,9 @@ export const DISPATCH = {
     schema: duration(1000),
     default: "10s",
     section: "Dispatch",
-    readBy: ["dispatcher"],
-    doc: "the dispatch coordinator lease and each shard lease (renewed every third); also how long a scheduler transaction may sit idle before the server ends it",
+    readBy: "all",
+    doc: "the dispatch coordinator lease and each shard lease (renewed every third)",
+    more: "; also how long a scheduler transaction may sit idle before the server ends it (see [Sharded dispatch](#sharded-dispatch))",
   },
   SCHEDULER_CLOCK_SKEW: {
     schema: duration(0),
