@@ -12,7 +12,6 @@ import type { RegionAuthority } from "../region/authority.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import { LeaderElector } from "./leader-elector.ts";
 import { LeaseReaper } from "./lease-reaper.ts";
-import { nextFireAt } from "../store/schedules.ts";
 import { OccurrenceGeneration } from "./occurrence-generation.ts";
 import { setIndexCapture } from "../index/capture.ts";
 import type { IndexKeeper } from "../index/index-keeper.ts";
@@ -173,13 +172,13 @@ export class Dispatcher extends PeriodicLoop<number> {
         // "s<ms>": a schedule fires then (NotifyScheduleDue); "<ms>": a job is due then.
         const schedule = payload.startsWith("s");
         const at = Number(schedule ? payload.slice(1) : payload);
-        if (!Number.isFinite(at)) this.poke();
+        if (!Number.isFinite(at)) this.lookNow();
         else if (schedule) this.noteScheduleDue(at);
         else this.noteJobDue(at);
         // The change's outbox row committed with it: relay it now rather than on the next tick.
         this.o.index?.relay.poke();
       },
-      () => this.poke(), // (re)subscribed: anything sent meanwhile is gone, so look now
+      () => this.lookNow(), // (re)subscribed: anything sent meanwhile is gone, so look now
     );
     await this.elector.begin();
     await this.shards.begin();
@@ -216,7 +215,10 @@ export class Dispatcher extends PeriodicLoop<number> {
       return 0;
     }
     const fence: ShardFence = { owner: this.o.owner, shards: held, count: this.o.shards, region: auth.homeRegion, generation: auth.generation };
-    // Occurrences first: one due now is then claimed in this same pass.
+    // Occurrences first: one due now is then claimed in this same pass. A busy dispatcher
+    // never reaches the idle path's read of the next fire: the gate is read again each poll
+    // interval all the same.
+    await this.generation.refreshIfStale();
     await this.generation.runIfDue(fence);
     // Before the claim's statement starts: a job due only after this was not due to it.
     const claimStartedAt = this.clock.now();
@@ -240,8 +242,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       this.sleepMs = 0;
       return claimed;
     }
-    const [next, fire] = await Promise.all([nextDueAt(this.o.db), nextFireAt(this.o.db, this.o.occurrenceLeadMs ?? 0)]);
-    this.generation.sawNextFire(fire);
+    const [next] = await Promise.all([nextDueAt(this.o.db), this.generation.readNextFire()]);
     // Due instants are on the database's clock: the wait until them is measured on it too.
     const dbNow = this.clock.now();
     const jobIn = next ? next.getTime() - this.prestageMs - dbNow : Infinity;
@@ -278,6 +279,12 @@ export class Dispatcher extends PeriodicLoop<number> {
   /** The region authority changed hands or generation: look again now, for the lease and for due work. */
   authorityChanged(): void {
     this.elector.poke();
+    this.poke();
+  }
+
+  /** Anything may be due now (a NOTIFY without an instant, or a new subscription): a pass now, generation too. */
+  private lookNow(): void {
+    this.generation.lookNow();
     this.poke();
   }
 

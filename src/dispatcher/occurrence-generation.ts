@@ -60,6 +60,10 @@ export class OccurrenceGeneration {
   private retryAt = 0;
   /** The last failed pass's wait (0 after a pass that did not fail). */
   private retryMs = 0;
+  /** The earliest instant noted (noteDue) since the running read of the next fire began (see readNextFire). */
+  private notedDuringRead = Infinity;
+  /** When the next fire was last read (performance.now()). */
+  private readAt = -Infinity;
 
   constructor(private readonly o: OccurrenceGenerationOptions) {
     this.generator = new ScheduleGenerator({
@@ -85,11 +89,35 @@ export class OccurrenceGeneration {
   /** A schedule is due at `atMs` (a NOTIFY of a new or changed one): its occurrence may be made from its lead before. */
   noteDue(atMs: number): void {
     this.dueAt = Math.min(this.dueAt, atMs - this.o.leadMs);
+    this.notedDuringRead = Math.min(this.notedDuringRead, atMs - this.o.leadMs);
   }
 
-  /** The earliest fire time as just read (NextFireAt); none: no schedule will fire. */
-  sawNextFire(fire: Date | undefined): void {
-    this.dueAt = fire?.getTime() ?? Infinity;
+  /** Anything may be due (a NOTIFY that names no instant, or ones lost while unsubscribed): the next pass looks. */
+  lookNow(): void {
+    this.noteDue(-Infinity);
+  }
+
+  /**
+   * Reads the earliest fire time (NextFireAt) into the gate. A schedule's NOTIFY that arrives
+   * while the read runs may be about a commit its snapshot missed: kept, not overwritten by
+   * the answer (the gate stayed shut past that schedule's instant until the next read).
+   */
+  async readNextFire(): Promise<void> {
+    this.notedDuringRead = Infinity;
+    const fire = await nextFireAt(this.o.db, this.o.leadMs);
+    this.dueAt = Math.min(fire?.getTime() ?? Infinity, this.notedDuringRead);
+    this.readAt = performance.now();
+  }
+
+  /**
+   * The gate's timer fallback while the dispatcher is busy: it reads the next fire on its idle
+   * path only, and between reads trusts the schedules' NOTIFYs. One missed (a dispatcher
+   * subscribed again, a creation by an older version during a rolling deploy) kept the gate
+   * shut for as long as the dispatcher stayed busy: a burst of one-off jobs could hold back a
+   * schedule's occurrence until it drained. Read again once a poll interval has passed.
+   */
+  async refreshIfStale(): Promise<void> {
+    if (performance.now() - this.readAt >= this.o.pollIntervalMs) await this.readNextFire();
   }
 
   /** How long until a pass has work, by the database's clock (≤ 0: now). */
@@ -117,7 +145,7 @@ export class OccurrenceGeneration {
       // schedule lowers it through its NOTIFY). Left open, a pass that claims for a busy
       // worker and so never reaches the dispatcher's idle path would run a generation
       // transaction every time.
-      if (n < batch) this.sawNextFire(await nextFireAt(this.o.db, this.o.leadMs));
+      if (n < batch) await this.readNextFire();
       this.retryMs = 0;
       if (putOff) this.retryAt = performance.now() + PUT_OFF_MS;
     } catch (err) {

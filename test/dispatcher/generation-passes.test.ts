@@ -19,6 +19,11 @@ import type { Runtime } from "../../src/runtime.ts";
 import type { Db } from "../../src/store/db.ts";
 import type { ShardFence } from "../../src/store/shards.ts";
 import { withTestFaults } from "../../src/store/test-faults.ts";
+import { sql } from "../../src/store/sql.ts";
+import { OccurrenceGeneration } from "../../src/dispatcher/occurrence-generation.ts";
+import { Metrics } from "../../src/obs/metrics.ts";
+import { DbClock } from "../../src/time/db-clock.ts";
+import { silentLogger } from "../../src/obs/log.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { memoryLogger } from "../helpers/log.ts";
 import { api, startScheduler } from "../helpers/scheduler.ts";
@@ -114,6 +119,61 @@ for (const driver of DRIVERS) {
         target.stop();
       }
     }, 30_000);
+
+    // The gate's timer fallback. A busy dispatcher (here every pass finds the worker full)
+    // never reaches the idle path, where it reads the next fire; it trusted the schedules'
+    // NOTIFYs, and one lost (a new subscription, a creation by an older version during a
+    // rolling deploy) kept the gate shut for as long as it stayed busy.
+    test("a busy dispatcher reads the next fire again each poll interval: a schedule whose NOTIFY was lost is made", async () => {
+      t = await freshDb(driver);
+      rt = await startScheduler(t.db, { SCHEDULER_POLL_INTERVAL: "500ms" });
+      rt.worker!.wantsMore = () => false;
+      await Bun.sleep(300);
+      await dueHourlySchedules(t.db, "unnotified-", 1, 1, "none");
+      await eventually(async () => (await occurrences(t!.db)) === 1, 5000, "the occurrence made without its NOTIFY");
+    }, 20_000);
+
+    // A NOTIFY about a schedule committed after the read's snapshot can arrive before its answer:
+    // the answer (no schedule) must not shut the gate the NOTIFY opened.
+    test("a schedule's NOTIFY that arrives while the next fire is read is kept", async () => {
+      t = await freshDb(driver);
+      let hold: Promise<void> | undefined;
+      let answered!: () => void;
+      const base = t.db;
+      const nextFire = sql("NextFireAt");
+      const db: Db = {
+        ...base,
+        query: async <T>(text: string, params?: unknown[]) => {
+          const rows = await base.query<T>(text, params);
+          if (text === nextFire && hold) {
+            answered();
+            await hold;
+          }
+          return rows;
+        },
+      };
+      const clock = new DbClock();
+      const gen = new OccurrenceGeneration({
+        db,
+        clock,
+        skewMs: 0,
+        pollIntervalMs: 1000,
+        catchupPerSecond: 1000,
+        leadMs: 0,
+        log: silentLogger,
+        metrics: new Metrics(),
+      });
+      await gen.readNextFire();
+      expect(gen.msUntilDue(clock.now())).toBe(Infinity); // no schedule at all
+      let release!: () => void;
+      hold = new Promise<void>((r) => (release = r));
+      const read = gen.readNextFire();
+      await new Promise<void>((r) => (answered = r));
+      gen.noteDue(clock.now()); // the NOTIFY of a schedule the read did not see
+      release();
+      await read;
+      expect(gen.msUntilDue(clock.now())).toBeLessThanOrEqual(0);
+    });
 
     // A pass lost whole (DueSchedules: its transaction is gone) waits 100, 200, 400 ms and logs
     // an error naming the wait. One whose write a transient error rolled back (InsertJobs: the

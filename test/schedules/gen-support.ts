@@ -166,9 +166,9 @@ export async function generationPass(db: Db): Promise<number> {
 /**
  * `n` hourly schedules `<prefix><from>` … due at the last full hour (on time: a grace of 2 h),
  * made in one statement, then the NOTIFY a created schedule sends, so a running dispatcher
- * looks at once.
+ * looks at once (`notify: "none"`: as if that NOTIFY were lost).
  */
-export async function dueHourlySchedules(db: Db, prefix: string, from: number, n: number): Promise<void> {
+export async function dueHourlySchedules(db: Db, prefix: string, from: number, n: number, notify: "schedule" | "none" = "schedule"): Promise<void> {
   await db.query(
     `INSERT INTO schedules (tenant, id, cron, timezone, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms,
                             misfire, misfire_grace_ms, catchup_window_ms, overlap, next_fire_at)
@@ -177,5 +177,5 @@ export async function dueHourlySchedules(db: Db, prefix: string, from: number, n
      FROM generate_series($2::int, $3::int) g`,
     [prefix, from, from + n - 1],
   );
-  await db.query("SELECT pg_notify('scheduler_due', 's' || (extract(epoch FROM date_trunc('hour', now())) * 1000)::bigint::text)");
+  if (notify === "schedule") await db.query("SELECT pg_notify('scheduler_due', 's' || (extract(epoch FROM date_trunc('hour', now())) * 1000)::bigint::text)");
 }
