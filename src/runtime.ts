@@ -76,8 +76,11 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   const log = opts.log ?? createLogger({ level: config.logLevel, base: { region: config.region, mode: config.mode } });
   const opened =
     opts.db ??
-    (await openDb(config, `scheduler-${config.mode}`, (err) =>
-      log.warn({ err }, "the bundled PGlite data directory could not be resumed; running initdb instead (slower, about 1 GB of memory once)"),
+    (await openDb(
+      config,
+      `scheduler-${config.mode}`,
+      (err) => log.warn({ err }, "the bundled PGlite data directory could not be resumed; running initdb instead (slower, about 1 GB of memory once)"),
+      (message) => log.warn({}, message),
     ));
   const ownsDb = !opts.db;
   try {
