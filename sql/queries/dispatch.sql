@@ -7,9 +7,9 @@
 -- behind the Redis index asks only for jobs the index should already have handed out.
 WITH lease AS (
   -- The shards ($2) this owner ($1) holds at these epochs ($3), each checked on its lease
-  -- row. FOR SHARE: a handoff or a region failover (an UPDATE of either row) waits for this
-  -- claim to commit, so the check holds until the end of the statement, not only at its
-  -- snapshot. $9/$10: this region must hold the authority, at this generation. The
+  -- row. FOR SHARE: a release or a region failover (an UPDATE of either row) waits for this
+  -- claim to commit, and a takeover skips the row meanwhile (ShardAcquire), so the check
+  -- holds until the end of the statement, not only at its snapshot. $9/$10: this region must hold the authority, at this generation. The
   -- authority row is locked first (rows are locked in the order of OF): a failover locks it,
   -- then frees the lease rows; taking them the other way round deadlocked with it.
   SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)

@@ -29,3 +29,8 @@ SELECT name, owner, epoch, lease_until FROM leases WHERE name = $1;
 
 -- name: NotifyLeaseReleased
 SELECT pg_notify('scheduler_lease', $1::text);
+
+-- name: SessionIdleTimeout
+-- The idle_in_transaction_session_timeout this session runs under, in ms (0: none): what
+-- openDb asked for at start-up, unless a pooler left it out.
+SELECT setting::bigint AS ms FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout';

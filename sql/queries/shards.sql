@@ -80,7 +80,7 @@ SELECT pg_notify('scheduler_shards', $1::text);
 
 -- name: LockShards
 -- Fencing for occurrence generation: the shards of $2/$3 this owner still holds, locked
--- shared for the transaction (a handoff waits for it). $4/$5: this region holds the
+-- shared for the transaction (a release waits for it; a takeover skips the row until then). $4/$5: this region holds the
 -- authority at this generation. The authority row first, as a failover locks it (ClaimDue).
 SELECT x.shard FROM unnest($2::int[], $3::bigint[]) AS x(shard, epoch)
 JOIN leases l ON l.name = 'dispatch:' || x.shard AND l.owner = $1 AND l.epoch = x.epoch AND l.lease_until > now()

@@ -117,7 +117,14 @@ export class OccurrenceGeneration {
    * schedule's occurrence until it drained. Read again once a poll interval has passed.
    */
   async refreshIfStale(): Promise<void> {
-    if (performance.now() - this.readAt >= this.o.pollIntervalMs) await this.readNextFire();
+    if (performance.now() - this.readAt < this.o.pollIntervalMs) return;
+    try {
+      await this.readNextFire();
+    } catch (err) {
+      // Claims go on (the gate keeps what it had); tried again a poll interval later.
+      this.readAt = performance.now();
+      this.o.log.warn({ err }, "reading the next schedule fire failed; the claim goes on, the read is tried again");
+    }
   }
 
   /** How long until a pass has work, by the database's clock (≤ 0: now). */

@@ -40,7 +40,8 @@ const MAX_SCAN = 5_000;
 /**
  * Turns due schedules into occurrence jobs, fenced like claims: the transaction holds a
  * shared lock on the dispatch lease row naming this holder and epoch, so a stale leader
- * generates nothing and a takeover waits for it to commit. Each occurrence is unique per
+ * generates nothing and a takeover comes only after it committed (ShardAcquire skips a row
+ * still locked; a release or a failover waits for it). Each occurrence is unique per
  * (schedule, nominal time) and inserted ON CONFLICT DO NOTHING; next_fire_at advances in
  * the same transaction.
  */

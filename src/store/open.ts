@@ -2,6 +2,7 @@ import type { Config } from "../config.ts";
 import type { Db } from "./db.ts";
 import { openPglite } from "./pglite-driver.ts";
 import { openPostgres } from "./postgres-driver.ts";
+import { sql } from "./sql.ts";
 
 /** DATABASE_URL → a real server; none → embedded PGlite in the data directory. */
 export async function openDb(
@@ -24,20 +25,34 @@ export async function openDb(
     // FOR SHARE by a claim or a generation pass) would hold off the takeover of its lapsed
     // leases until the server noticed the client gone, hours later on a silent network. Ended
     // at the TTL, the takeover still comes within the TTL and the skew margin.
-    const db = open(config.leaderTtlMs);
+    const idleTimeout = async (db: Db) => Number((await db.query<{ ms: string | number }>(sql("SessionIdleTimeout")))[0]?.ms ?? 0);
+    let db = open(config.leaderTtlMs);
+    let refused = false;
+    let ms: number;
     try {
-      await db.query("SELECT 1");
+      ms = await idleTimeout(db);
     } catch (err) {
       // A pooler (PgBouncer) refuses startup parameters it does not know, every connection.
       // Anything else (the server not up yet) is the caller's to wait out.
       if (!/unsupported startup parameter/i.test(String((err as Error)?.message))) return db;
       await db.close();
+      refused = true;
+      db = open(undefined);
+      try {
+        ms = await idleTimeout(db);
+      } catch {
+        return db;
+      }
+    }
+    // Refused, or ignored (a pooler's ignore_startup_parameters): fine if the server sets it.
+    if (ms === 0 || ms > config.leaderTtlMs) {
       onWarn(
-        "the database connection refused idle_in_transaction_session_timeout as a startup parameter (a pooler such as PgBouncer?): running without it, " +
-          "so a process paused inside a transaction can hold off a takeover until its connection ends; add it to the pooler's ignore_startup_parameters " +
-          `and set it on the server (ALTER ROLE … SET idle_in_transaction_session_timeout = '${config.leaderTtlMs}ms'), or connect directly`,
+        (refused
+          ? "the database connection refused idle_in_transaction_session_timeout as a startup parameter (a pooler such as PgBouncer?): running without it"
+          : `the database sessions run with idle_in_transaction_session_timeout = ${ms}ms, not the lease TTL (${config.leaderTtlMs}ms), as asked at start-up (a pooler that ignores it?)`) +
+          ", so a process paused inside a transaction can hold off a takeover until its connection ends; " +
+          `set it on the server (ALTER ROLE … SET idle_in_transaction_session_timeout = '${config.leaderTtlMs}ms'), or connect directly`,
       );
-      return open(undefined);
     }
     return db;
   }

@@ -98,7 +98,9 @@ for (const driver of DRIVERS) {
           passes++;
           return run(fence, batch);
         };
-        await Bun.sleep(300); // the start's own pass (the gate starts open) is over
+        // The start's own look at the schedules (the gate starts open) is over: shut, none to come.
+        await eventually(() => rt!.dispatcher!.generation.msUntilDue(Date.now()) === Infinity, 5000, "the gate shut");
+        await Bun.sleep(50);
         passes = 0;
         for (let i = 0; i < 10; i++) {
           const r = await api(rt, "POST", "/v1/jobs", { target: { url: `${target.url}/job-${i}` } });
@@ -128,7 +130,8 @@ for (const driver of DRIVERS) {
       t = await freshDb(driver);
       rt = await startScheduler(t.db, { SCHEDULER_POLL_INTERVAL: "500ms" });
       rt.worker!.wantsMore = () => false;
-      await Bun.sleep(300);
+      // The start's own look at the schedules is over (the gate starts open): shut, none to come.
+      await eventually(() => rt!.dispatcher!.generation.msUntilDue(Date.now()) === Infinity, 5000, "the gate shut");
       await dueHourlySchedules(t.db, "unnotified-", 1, 1, "none");
       await eventually(async () => (await occurrences(t!.db)) === 1, 5000, "the occurrence made without its NOTIFY");
     }, 20_000);

@@ -203,6 +203,24 @@ describe("two shard acquisitions at once (postgres)", () => {
     const [next] = await acquireShards(db, { owner: "Z", shards: [0], ttlMs: TTL, skewMs: 0, region: "a" });
     expect(next!.epoch).toBeGreaterThan(Math.max(hx[0]!.epoch, hy[0]!.epoch));
   });
+
+  test("takers racing for one shard, never held before and then lapsed: exactly one gets it each time, at an epoch above the last", async () => {
+    let last = 0;
+    for (let round = 0; round < 20; round++) {
+      // Round 0 takes shard 7 new (the insert); every later round takes it lapsed (the update).
+      if (round > 0) await db.query("UPDATE leases SET lease_until = now() - interval '1 hour' WHERE name = 'dispatch:7'");
+      const got = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => acquireShards(db, { owner: `T${round}-${i}`, shards: [7], ttlMs: TTL, skewMs: 0, region: "a" })),
+      );
+      const winners = got.filter((g) => g.length === 1);
+      expect(winners).toHaveLength(1);
+      expect(winners[0]![0]!.epoch).toBeGreaterThan(last);
+      last = winners[0]![0]!.epoch;
+      const [row] = await db.query<{ owner: string; epoch: string }>("SELECT owner, epoch FROM leases WHERE name = 'dispatch:7'");
+      expect(Number(row!.epoch)).toBe(last);
+      expect(row!.owner).toBe(`T${round}-${got.findIndex((g) => g.length === 1)}`);
+    }
+  });
 });
 
 describe("A → B → A with real scheduler processes and a per-job fencing target (postgres)", () => {

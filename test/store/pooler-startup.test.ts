@@ -4,9 +4,10 @@
  * PgBouncer refuses a startup parameter it does not know, on every connection: the scheduler
  * must then still start, without the parameter, and say so in one line with what to do.
  *
- * The pooler here is a small TCP proxy in front of the real test server that answers a
- * startup packet naming that parameter as PgBouncer does (FATAL, 08P01, "unsupported startup
- * parameter: …") and passes every other connection through. PostgreSQL only.
+ * The pooler here is a small TCP proxy in front of the real test server. Refusing, it answers
+ * a startup packet naming that parameter as PgBouncer does (FATAL, 08P01, "unsupported
+ * startup parameter: …"); ignoring (PgBouncer's ignore_startup_parameters), it passes the
+ * connection on without the parameter. PostgreSQL only.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Socket, TCPSocketListener } from "bun";
@@ -47,7 +48,16 @@ interface Conn {
   pending: Buffer[];
 }
 
-function fakePooler(upstreamPort: number): { server: TCPSocketListener<Conn>; refused: string[] } {
+/** A startup packet (protocol 3.0) with these parameters. */
+function startupPacket(params: Map<string, string>): Buffer {
+  const body = Buffer.from(`${[...params].map(([k, v]) => `${k}\0${v}\0`).join("")}\0`, "utf8");
+  const head = Buffer.alloc(8);
+  head.writeInt32BE(8 + body.length, 0);
+  head.writeInt32BE(196608, 4);
+  return Buffer.concat([head, body]);
+}
+
+function fakePooler(upstreamPort: number, mode: "refuse" | "ignore"): { server: TCPSocketListener<Conn>; refused: string[] } {
   const refused: string[] = [];
   const server = Bun.listen<Conn>({
     hostname: "127.0.0.1",
@@ -74,14 +84,17 @@ function fakePooler(upstreamPort: number): { server: TCPSocketListener<Conn>; re
           s.write("N"); // no TLS here: the client goes on in the clear
           return;
         }
-        const bad = [...p.params.keys()].find((k) => k === PARAM);
-        if (bad) {
-          refused.push(bad);
-          s.write(fatal(`unsupported startup parameter: ${bad}`));
-          s.end();
-          return;
+        let first = c.buf;
+        if (p.params.has(PARAM)) {
+          refused.push(PARAM);
+          if (mode === "refuse") {
+            s.write(fatal(`unsupported startup parameter: ${PARAM}`));
+            s.end();
+            return;
+          }
+          p.params.delete(PARAM);
+          first = Buffer.concat([startupPacket(p.params), c.buf.subarray(p.length)]);
         }
-        const first = c.buf;
         c.connecting = true;
         const up = await Bun.connect<undefined>({
           hostname: "127.0.0.1",
@@ -112,15 +125,18 @@ function fakePooler(upstreamPort: number): { server: TCPSocketListener<Conn>; re
   return { server, refused };
 }
 
-describe("a pooler that refuses unknown startup parameters (postgres)", () => {
+describe("a pooler in front of the server (postgres)", () => {
   let url: string;
   let pooler: ReturnType<typeof fakePooler>;
+  let ignoring: ReturnType<typeof fakePooler>;
   beforeAll(async () => {
     url = await createDatabase({ migrated: true });
-    pooler = fakePooler(Number(new URL(url).port));
+    pooler = fakePooler(Number(new URL(url).port), "refuse");
+    ignoring = fakePooler(Number(new URL(url).port), "ignore");
   });
   afterAll(async () => {
     pooler.server.stop(true);
+    ignoring.server.stop(true);
     await dropDatabase(url);
   });
 
@@ -138,11 +154,15 @@ describe("a pooler that refuses unknown startup parameters (postgres)", () => {
     }
   });
 
-  test("through the pooler: it starts without the parameter and says so in one line, with what to do", async () => {
+  const via = (p: ReturnType<typeof fakePooler>) => {
     const through = new URL(url);
-    through.port = String(pooler.server.port);
+    through.port = String(p.server.port);
+    return through.toString();
+  };
+
+  test("through a pooler that refuses it: it starts without the parameter and says so in one line, with what to do", async () => {
     const warned: string[] = [];
-    const db = await openDb(config(through.toString()), "scheduler-test", undefined, (m) => warned.push(m));
+    const db = await openDb(config(via(pooler)), "scheduler-test", undefined, (m) => warned.push(m));
     try {
       expect(pooler.refused).toEqual([PARAM]);
       expect(await setting(db)).toBe("0"); // the server's default: the pooler's connections work
@@ -150,8 +170,21 @@ describe("a pooler that refuses unknown startup parameters (postgres)", () => {
       expect(warned).toHaveLength(1);
       expect(warned[0]).not.toContain("\n");
       expect(warned[0]).toContain(`refused ${PARAM} as a startup parameter`);
-      expect(warned[0]).toContain("ignore_startup_parameters");
-      expect(warned[0]).toContain("4000ms");
+      expect(warned[0]).toContain("ALTER ROLE … SET idle_in_transaction_session_timeout = '4000ms'");
+    } finally {
+      await db.close();
+    }
+  });
+
+  test("through a pooler that ignores it: the sessions run without it, and that is said in one line", async () => {
+    const warned: string[] = [];
+    const db = await openDb(config(via(ignoring)), "scheduler-test", undefined, (m) => warned.push(m));
+    try {
+      expect(ignoring.refused.length).toBeGreaterThan(0);
+      expect(await setting(db)).toBe("0");
+      expect(warned).toHaveLength(1);
+      expect(warned[0]).not.toContain("\n");
+      expect(warned[0]).toContain("idle_in_transaction_session_timeout = 0ms, not the lease TTL (4000ms)");
     } finally {
       await db.close();
     }
