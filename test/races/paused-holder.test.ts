@@ -14,33 +14,20 @@
  *     it commits).
  * PostgreSQL only: sessions of their own.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { seedAuthority } from "../../src/store/authority.ts";
+import { describe, expect, test } from "bun:test";
 import type { Db } from "../../src/store/db.ts";
-import { migrate } from "../../src/store/migrate.ts";
 import { openDb } from "../../src/store/open.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { acquireShards, lockShards, type ShardFence } from "../../src/store/shards.ts";
-import { createDatabase, dropDatabase } from "../helpers/db.ts";
+import { describeDb } from "../helpers/db.ts";
 import { eventually } from "../helpers/target.ts";
 
 const REGION = "local";
 
 describe("a shard holder paused inside a transaction (postgres)", () => {
-  let url: string;
-  let db: Db;
-  beforeAll(async () => {
-    url = await createDatabase();
-    db = openPostgres({ url, maxConnections: 4 });
-    await migrate(db);
-    await seedAuthority(db, REGION);
-  });
-  afterAll(async () => {
-    await db.close();
-    await dropDatabase(url);
-  });
+  const t = describeDb("postgres", REGION);
 
-  const free = () => db.query("UPDATE leases SET owner = NULL, lease_until = '-infinity' WHERE name LIKE 'dispatch:%'");
+  const free = () => t.db.query("UPDATE leases SET owner = NULL, lease_until = '-infinity' WHERE name LIKE 'dispatch:%'");
   /** Answers `p`'s value, or "waited" if it has none within `ms`. */
   const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, Bun.sleep(ms).then(() => "waited" as const)]);
 
@@ -78,18 +65,18 @@ describe("a shard holder paused inside a transaction (postgres)", () => {
 
   test("(a) the takeover skips a lease row still locked by its paused holder, takes the rest, and the row once it is free", async () => {
     await free();
-    const holderDb = openPostgres({ url, maxConnections: 2 }); // no idle timeout: paused for as long as the test says
+    const holderDb = openPostgres({ url: t.url!, maxConnections: 2 }); // no idle timeout: paused for as long as the test says
     try {
       const p = await pausedHolder(holderDb, [0, 1], 300);
       await Bun.sleep(400); // the leases lapse; the locks stay
-      const got = await within(acquireShards(db, { owner: "taker", shards: [0, 1, 2], ttlMs: 60_000, skewMs: 0, region: REGION }), 2000);
+      const got = await within(acquireShards(t.db, { owner: "taker", shards: [0, 1, 2], ttlMs: 60_000, skewMs: 0, region: REGION }), 2000);
       // Before: the acquisition waited on rows 0 and 1 until the holder's transaction ended.
       expect(got).not.toBe("waited");
       expect((got as { shard: number }[]).map((h) => h.shard)).toEqual([2]);
 
       p.resume();
       expect(await p.ended).toBeUndefined(); // no timeout on this session: it committed
-      const later = await acquireShards(db, { owner: "taker", shards: [0, 1], ttlMs: 60_000, skewMs: 0, region: REGION });
+      const later = await acquireShards(t.db, { owner: "taker", shards: [0, 1], ttlMs: 60_000, skewMs: 0, region: REGION });
       expect(later.map((h) => h.shard).sort()).toEqual([0, 1]);
       // The new holder's fencing tokens are above the old holder's.
       for (const h of later) expect(h.epoch).toBeGreaterThan(Math.max(...p.held.map((x) => x.epoch)));
@@ -101,13 +88,13 @@ describe("a shard holder paused inside a transaction (postgres)", () => {
   test("(b) the scheduler's sessions end a transaction idle for a lease TTL: the paused holder's shards are taken while it is still paused", async () => {
     await free();
     // Opened as the scheduler opens its database, with a 1 s lease TTL.
-    const holderDb = await openDb({ databaseUrl: url, dataDir: "", workerConcurrency: 1, leaderTtlMs: 1000 });
+    const holderDb = await openDb({ databaseUrl: t.url!, dataDir: "", workerConcurrency: 1, leaderTtlMs: 1000 });
     try {
       const p = await pausedHolder(holderDb, [5], 1000);
       const pausedAt = Date.now();
       const takenAt = await eventually(
         async () => {
-          const got = await acquireShards(db, { owner: "taker", shards: [5], ttlMs: 60_000, skewMs: 0, region: REGION });
+          const got = await acquireShards(t.db, { owner: "taker", shards: [5], ttlMs: 60_000, skewMs: 0, region: REGION });
           return got.length === 1 ? Date.now() : undefined;
         },
         6000,
@@ -119,7 +106,7 @@ describe("a shard holder paused inside a transaction (postgres)", () => {
       p.resume();
       const err = await p.ended;
       expect(err).toBeInstanceOf(Error);
-      const [row] = await db.query<{ owner: string }>("SELECT owner FROM leases WHERE name = 'dispatch:5'");
+      const [row] = await t.db.query<{ owner: string }>("SELECT owner FROM leases WHERE name = 'dispatch:5'");
       expect(row!.owner).toBe("taker");
       // Its pool reconnects: the process goes on (and its next renewal finds the shard lost).
       expect(await holderDb.query("SELECT 1 AS one")).toEqual([{ one: 1 }]);
