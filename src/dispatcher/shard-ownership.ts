@@ -86,14 +86,18 @@ export class ShardOwnership extends PeriodicLoop<void> {
     }
     if (this.held.size < fair) {
       const free = shuffle(shards.filter((s) => s.free && !this.held.has(s.shard)).map((s) => s.shard));
-      const got = await acquireShards(this.o.db, {
-        owner: this.o.owner,
-        shards: free.slice(0, fair - this.held.size),
-        ttlMs: this.o.ttlMs,
-        skewMs: this.o.skewMs,
-        region: this.o.region,
-      });
-      for (const h of got) this.held.set(h.shard, h);
+      const got: ShardHold[] = [];
+      // Asked for what is missing; those not got (taken meanwhile, or a row an old holder's
+      // transaction still locks: skipped) are made up from the next free ones, in this pass.
+      for (let next = 0; this.held.size < fair && next < free.length; ) {
+        const ask = free.slice(next, next + fair - this.held.size);
+        next += ask.length;
+        const taken = await acquireShards(this.o.db, { owner: this.o.owner, shards: ask, ttlMs: this.o.ttlMs, skewMs: this.o.skewMs, region: this.o.region });
+        for (const h of taken) {
+          this.held.set(h.shard, h);
+          got.push(h);
+        }
+      }
       if (got.length > 0) {
         this.o.metrics.shardHandoffs.inc({ kind: "acquired" }, got.length);
         this.o.log.info({ shards: got.map((h) => h.shard), epochs: [...new Set(got.map((h) => h.epoch))], fair_share: fair, live }, "shards taken");
