@@ -12,6 +12,7 @@ import { silentLogger } from "../../src/obs/log.ts";
 import { Metrics } from "../../src/obs/metrics.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { describeDb } from "../helpers/db.ts";
+import { holdLocks } from "../helpers/paused-db.ts";
 
 describe("a dispatcher's share of the shards (postgres)", () => {
   const t = describeDb("postgres", "local");
@@ -28,17 +29,8 @@ describe("a dispatcher's share of the shards (postgres)", () => {
            SELECT 'dispatch:' || s, 'old', s + 1, now() - interval '1 hour', now() - interval '2 hours' FROM generate_series(0, 3) s
            UNION ALL SELECT 'dispatcher:other', 'other', 0, now() + interval '1 hour', now()`,
         );
-        let release!: () => void;
-        const released = new Promise<void>((r) => (release = r));
-        let locked!: () => void;
-        const isLocked = new Promise<void>((r) => (locked = r));
         // The old holder, paused inside a transaction that holds shard 0's row.
-        const old = holder.tx(async (q) => {
-          await q.query("SELECT name FROM leases WHERE name = 'dispatch:0' FOR SHARE");
-          locked();
-          await released;
-        });
-        await isLocked;
+        const old = await holdLocks(holder, "SELECT name FROM leases WHERE name = 'dispatch:0' FOR SHARE");
         const mine = new ShardOwnership({
           db: t.db,
           owner: `taker-${round}`,
@@ -55,8 +47,7 @@ describe("a dispatcher's share of the shards (postgres)", () => {
           expect(held).toHaveLength(2);
           expect(held).not.toContain(0);
         } finally {
-          release();
-          await old;
+          await old.release();
         }
       }
     } finally {

@@ -29,3 +29,27 @@ export function pausedBefore(db: Db, name: string, reached: () => void, gate: Pr
     close: db.close.bind(db),
   };
 }
+
+/**
+ * A transaction on `db` that runs `statement` (taking its row locks) and then stays open,
+ * idle, until `release()`: a holder paused in the middle of its transaction. Resolves once the
+ * locks are held; `release()` commits and resolves when the transaction has ended.
+ */
+export async function holdLocks(db: Db, statement: string): Promise<{ release: () => Promise<void> }> {
+  let letGo!: () => void;
+  const held = new Promise<void>((r) => (letGo = r));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((r) => (locked = r));
+  const tx = db.tx(async (q) => {
+    await q.query(statement);
+    locked();
+    await held;
+  });
+  await Promise.race([isLocked, tx]);
+  return {
+    release: async () => {
+      letGo();
+      await tx;
+    },
+  };
+}

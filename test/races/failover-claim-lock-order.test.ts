@@ -15,6 +15,7 @@ import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { acquireShards, lockShards, type ShardFence } from "../../src/store/shards.ts";
 import { createDatabase, dropDatabase } from "../helpers/db.ts";
 import { insertJob, jobRow } from "../helpers/jobs.ts";
+import { holdLocks } from "../helpers/paused-db.ts";
 import { eventually } from "../helpers/target.ts";
 
 const by = { actor: "test", reason: "lock order" };
@@ -42,16 +43,7 @@ describe("a failover racing a claim in flight (postgres)", () => {
    * the test lets go: the move gets the row before the claim.
    */
   async function race<T>(to: string, fenced: () => Promise<T>) {
-    let unlock!: () => void;
-    const held = new Promise<void>((r) => (unlock = r));
-    let locked!: () => void;
-    const isLocked = new Promise<void>((r) => (locked = r));
-    const holder = db.tx(async (q) => {
-      await q.query("SELECT 1 FROM region_authority FOR UPDATE");
-      locked();
-      await held;
-    });
-    await isLocked;
+    const holder = await holdLocks(db, "SELECT 1 FROM region_authority FOR UPDATE");
     let move: Promise<unknown> | undefined;
     let claim: Promise<T> | undefined;
     try {
@@ -60,8 +52,7 @@ describe("a failover racing a claim in flight (postgres)", () => {
       claim = fenced();
       await eventually(async () => (await waiting()) === 2, 10_000, "the claim to wait too");
     } finally {
-      unlock();
-      await holder;
+      await holder.release();
     }
     const [m, c] = await Promise.allSettled([move, claim]);
     return { move: m, claim: c };

@@ -20,6 +20,7 @@ import { PerJobFencingTarget, tokenOfCall } from "../helpers/fencing-target.ts";
 import { insertJob, jobRow, newJob } from "../helpers/jobs.ts";
 import { kill, spawnScheduler, type Proc } from "../helpers/process.ts";
 import { api } from "../helpers/scheduler.ts";
+import { holdLocks } from "../helpers/paused-db.ts";
 import { eventually } from "../helpers/target.ts";
 import { insertJobs } from "../../src/store/jobs.ts";
 
@@ -166,16 +167,7 @@ describe("two shard acquisitions at once (postgres)", () => {
     const before = maxEpoch(seed);
     // The test locks both lease rows, as a paused holder's claim would. Acquisitions used to
     // wait on such a lock (computing their rows first); now they leave the rows for later.
-    let unlock!: () => void;
-    const held = new Promise<void>((r) => (unlock = r));
-    let locked!: () => void;
-    const isLocked = new Promise<void>((r) => (locked = r));
-    const holder = db.tx(async (q) => {
-      await q.query("SELECT name FROM leases WHERE name IN ('dispatch:0', 'dispatch:1') FOR UPDATE");
-      locked();
-      await held;
-    });
-    await isLocked;
+    const holder = await holdLocks(db, "SELECT name FROM leases WHERE name IN ('dispatch:0', 'dispatch:1') FOR UPDATE");
     try {
       const waited = Bun.sleep(2000).then(() => "waited" as const);
       const skipped = await Promise.race([
@@ -187,8 +179,7 @@ describe("two shard acquisitions at once (postgres)", () => {
       ]);
       expect(skipped).toEqual([[], []]);
     } finally {
-      unlock();
-      await holder;
+      await holder.release();
     }
     // Free again: both at once.
     const x = acquireShards(db, { owner: "X", shards: [0], ttlMs: TTL, skewMs: 0, region: "a" });
