@@ -218,6 +218,7 @@ export class Dispatcher extends PeriodicLoop<number> {
     // Occurrences first: one due now is then claimed in this same pass. A busy dispatcher
     // never reaches the idle path's read of the next fire: the gate is read again each poll
     // interval all the same.
+    const passStartedAt = performance.now();
     await this.generation.refreshIfStale();
     await this.generation.runIfDue(fence);
     // Before the claim's statement starts: a job due only after this was not due to it.
@@ -242,7 +243,8 @@ export class Dispatcher extends PeriodicLoop<number> {
       this.sleepMs = 0;
       return claimed;
     }
-    const [next] = await Promise.all([nextDueAt(this.o.db), this.generation.readNextFire()]);
+    // The next fire, unless this pass's generation just read it.
+    const [next] = await Promise.all([nextDueAt(this.o.db), this.generation.readNextFire(passStartedAt)]);
     // Due instants are on the database's clock: the wait until them is measured on it too.
     const dbNow = this.clock.now();
     const jobIn = next ? next.getTime() - this.prestageMs - dbNow : Infinity;

@@ -98,11 +98,14 @@ export class OccurrenceGeneration {
   }
 
   /**
-   * Reads the earliest fire time (NextFireAt) into the gate. A schedule's NOTIFY that arrives
-   * while the read runs may be about a commit its snapshot missed: kept, not overwritten by
-   * the answer (the gate stayed shut past that schedule's instant until the next read).
+   * Reads the earliest fire time (NextFireAt) into the gate, unless it was read at or after
+   * `unlessReadSince` (performance.now(); a pass's generation just read it: the NOTIFYs since
+   * keep the gate). A schedule's NOTIFY that arrives while the read runs may be about a commit
+   * its snapshot missed: kept, not overwritten by the answer (the gate stayed shut past that
+   * schedule's instant until the next read).
    */
-  async readNextFire(): Promise<void> {
+  async readNextFire(unlessReadSince = Infinity): Promise<void> {
+    if (this.readAt >= unlessReadSince) return;
     this.notedDuringRead = Infinity;
     const fire = await nextFireAt(this.o.db, this.o.leadMs);
     this.dueAt = Math.min(fire?.getTime() ?? Infinity, this.notedDuringRead);
@@ -117,9 +120,8 @@ export class OccurrenceGeneration {
    * schedule's occurrence until it drained. Read again once a poll interval has passed.
    */
   async refreshIfStale(): Promise<void> {
-    if (performance.now() - this.readAt < this.o.pollIntervalMs) return;
     try {
-      await this.readNextFire();
+      await this.readNextFire(performance.now() - this.o.pollIntervalMs);
     } catch (err) {
       // Claims go on (the gate keeps what it had); tried again a poll interval later.
       this.readAt = performance.now();

@@ -237,31 +237,26 @@ function takenBackOf(before: ScheduleRow, after: ScheduleRow): string | null {
 export async function lockScheduleForRun(q: Queryable, tenant: string, id: string): Promise<ScheduleRow | undefined> {
   const locked = (await q.query<ScheduleRow>(sql("GetScheduleForUpdate"), [tenant, id]))[0];
   if (!locked || locked.overlap === "allow") return locked;
-  return rewakeIfTakenBack(q, locked, await unstageOccurrence(q, locked));
+  return unstageOccurrence(q, locked);
 }
 
 /** lockScheduleForRun for the schedules of the jobs `ids` (a replay), in one statement and a fixed order. */
 export async function lockSchedulesForReplay(q: Queryable, ids: string[]): Promise<void> {
   const rows = await q.query<ScheduleRow>(sql("LockSchedulesOfJobs"), [ids]);
-  for (const row of rows) if (row.overlap !== "allow") await rewakeIfTakenBack(q, row, await unstageOccurrence(q, row));
-}
-
-/**
- * An occurrence taken back moved next_fire_at back to its instant: the dispatchers' generation
- * gates, set to the fire after it, are told (a job's NOTIFY does not open them).
- */
-async function rewakeIfTakenBack(q: Queryable, before: ScheduleRow, after: ScheduleRow): Promise<ScheduleRow> {
-  if (!after.paused && takenBackOf(before, after)) await wake(q, after.next_fire_at);
-  return after;
+  for (const row of rows) if (row.overlap !== "allow") await unstageOccurrence(q, row);
 }
 
 /**
  * Takes back an occurrence made ahead of its instant (SCHEDULER_OCCURRENCE_LEAD), so that a
  * change to the schedule applies as if it had not been made: the job is deleted and
  * next_fire_at goes back to it. The caller holds the schedule's row lock. A schedule never
- * made ahead (staged_fire_at NULL) costs nothing. Returns the row as it now is.
+ * made ahead (staged_fire_at NULL) costs nothing. Returns the row as it now is. Like every
+ * change that moves next_fire_at, one that took an occurrence back tells the dispatchers
+ * (their generation gates stand at the fire after it, and a job's NOTIFY does not open them).
  */
 export async function unstageOccurrence(q: Queryable, row: ScheduleRow): Promise<ScheduleRow> {
   if (row.staged_fire_at === null || row.staged_fire_at === undefined) return row;
-  return (await q.query<ScheduleRow>(sql("UnstageOccurrence"), [row.tenant, row.id]))[0] ?? row;
+  const now = (await q.query<ScheduleRow>(sql("UnstageOccurrence"), [row.tenant, row.id]))[0] ?? row;
+  if (!now.paused && takenBackOf(row, now)) await wake(q, now.next_fire_at);
+  return now;
 }
