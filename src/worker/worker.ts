@@ -1,26 +1,24 @@
 import type { Db } from "../store/db.ts";
 import type { ClaimedJob, ClaimRow } from "../store/types.ts";
 import type { LocalRoom, LocalWorker } from "../dispatcher/local-worker.ts";
-import { claimQueued, deferJobs, releaseJobs, startAttempts, unstartAtClaim } from "../store/worker-queries.ts";
+import { claimQueued } from "../store/worker-queries.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
-import { CompletionBatcher, OutcomeNotRecorded } from "./completion-batcher.ts";
-import { laneKey } from "./host-lane.ts";
+import { CompletionBatcher } from "./completion-batcher.ts";
 import { HostLimiter } from "./host-limiter.ts";
 import type { SigningKeyring } from "./signing-keyring.ts";
 import { LeaseRenewer } from "./lease-renewer.ts";
 import { ABORT_CANCEL, ABORT_STOP } from "./abort-reasons.ts";
 import { DueGate } from "./due-gate.ts";
 import { PayloadCache } from "./payload-cache.ts";
-import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
-import { HeldPump } from "./held-pump.ts";
+import type { AttemptDeps } from "./attempt-call.ts";
 import { QueueClaims } from "./queue-claims.ts";
 import { type InFlight, InFlightJobs, type Phase } from "./in-flight.ts";
 import { SlotLedger, type SlotLoad } from "./slot-ledger.ts";
 import { SlotSizing } from "./slot-sizing.ts";
-import { giveBackUncalled } from "./give-back-uncalled.ts";
+import { CallLine } from "./call-line.ts";
+import { ClaimIntake } from "./claim-intake.ts";
 import { DbClock } from "../time/db-clock.ts";
-import { RetryVerifier } from "./verify-before-retry.ts";
 
 export interface WorkerOptions {
   db: Db;
@@ -93,6 +91,10 @@ export interface WorkerOptions {
  *
  * A cancel, a lost lease or a stop sends a job not called yet back to the database
  * (released, uncalled); once `calling`, it aborts the call instead.
+ *
+ * Three files share the diagram: this one claims and holds the room, the leases and the
+ * lifecycle; claim-intake.ts sorts a claimed batch (gated, ready, or armed at once);
+ * call-line.ts takes `ready` to `released` (host limits, verify, the check, the calls).
  */
 /** Jobs a claim from the queue takes at most. */
 const MAX_CLAIM = 500;
@@ -121,28 +123,17 @@ export class Worker implements LocalWorker {
   private readonly completions: CompletionBatcher;
   private readonly renewer: LeaseRenewer;
   private readonly limiter: HostLimiter<InFlight>;
-  private readonly attempt: AttemptDeps;
   private readonly slots: SlotLedger;
   /** The prefetch and how far ahead checks arm, from the calls and checks measured. */
   private readonly sizing: SlotSizing;
-  /** Runs passes over the jobs held for their host (phase `held`; the limiter keeps their order). */
-  private readonly held: HeldPump;
   /** Claimed jobs not due yet (pre-staged): they keep their call slot and wait for their instant. */
   private readonly gate: DueGate<InFlight>;
   private readonly clock: DbClock;
-  private readonly verifier: RetryVerifier;
+  /** From a due claimed job to its call: the line for the call slots, host limits, the pre-call check, the calls. */
+  private readonly line: CallLine;
+  /** From a claimed batch to gated, in line or armed. */
+  private readonly intake: ClaimIntake;
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
-  private readonly calls = new Set<Promise<void>>();
-  /**
-   * Claimed jobs whose instant has come, in order, waiting for a call slot. The pump takes
-   * as many as there are free slots, checks them in one statement and calls them: one
-   * pre-call check at a time, so each one carries every slot freed while the last ran.
-   */
-  private readonly ready: InFlight[] = [];
-  /** Checked (attempt opened, lease extended) and waiting for a call slot: at most armAhead() beyond the slots. */
-  private readonly armed: { f: InFlight; attemptId: string; number: number; catchup: boolean }[] = [];
-  private pumping: Promise<void> | undefined;
-  private pumpAgain = false;
   /** The last claim from the queue was full: more may be waiting there. */
   private queueBacklog = false;
   private started = false;
@@ -157,7 +148,7 @@ export class Worker implements LocalWorker {
     // Due instants are the database's: the gate waits for them on its clock (the pre-call
     // check asks its now() again).
     this.gate = new DueGate<InFlight>(
-      (fs) => this.handled(this.opened(fs)),
+      (fs) => this.handled(this.line.opened(fs)),
       () => this.clock.now(),
     );
     this.completions = new CompletionBatcher(o.db, o.owner, o.log, o.metrics);
@@ -170,7 +161,7 @@ export class Worker implements LocalWorker {
       // Held jobs take no call slot, so they are bounded on their own (their rows are in memory).
       maxHeld: Math.max(200, 2 * o.concurrency),
     });
-    this.attempt = {
+    const attempt: AttemptDeps = {
       db: o.db,
       owner: o.owner,
       log: o.log,
@@ -183,31 +174,20 @@ export class Worker implements LocalWorker {
       allowPrivateTargets: o.allowPrivateTargets,
       asyncLeaseMs: o.asyncLeaseMs,
     };
-    this.held = new HeldPump(
-      this.limiter,
-      () => this.heldPass(),
-      (p) => this.handled(p),
-    );
     this.claims = new QueueClaims(this, o.log, o.pollIntervalMs);
-    this.verifier = new RetryVerifier({
-      db: o.db,
-      owner: o.owner,
-      log: o.log,
-      metrics: o.metrics,
-      keyring: o.keyring,
-      allowPrivateTargets: o.allowPrivateTargets,
-      // Stopping meanwhile: not called, handed back at once (like jobs waiting for their host).
-      resume: (fs) => (this.stopping ? this.returnHeld(fs) : this.begin(fs)),
-      giveBack: (fs) => this.returnHeld(fs),
-      finished: (f) => {
-        this.jobs.release(f, "verified");
-        this.noteRoom();
-        this.held.kick(this.count.held);
-      },
-      background: (p) => this.handled(p),
-    });
     this.slots = new SlotLedger(o.reservedSlots);
     this.sizing = new SlotSizing({ concurrency: o.concurrency, prefetch: o.prefetch, reservedSlots: o.reservedSlots !== undefined });
+    this.line = new CallLine({
+      o,
+      jobs: this.jobs,
+      limiter: this.limiter,
+      sizing: this.sizing,
+      attempt,
+      stopping: () => this.stopping,
+      handled: (p) => this.handled(p),
+      noteRoom: () => this.noteRoom(),
+    });
+    this.intake = new ClaimIntake({ o, jobs: this.jobs, clock: this.clock, gate: this.gate, limiter: this.limiter, line: this.line });
     o.metrics.callsInFlight = () => this.count.calling;
   }
 
@@ -264,12 +244,12 @@ export class Worker implements LocalWorker {
       case "held":
         // Waiting for its host: not called; given back (and so cancelled) by the next pass.
         f.abort.abort(ABORT_CANCEL);
-        this.held.kick(this.count.held);
+        this.line.kickHeld();
         break;
       case "gated":
       case "ready":
         // Waiting for its due instant or a call slot: given back now, which ends it cancelled.
-        if (f.phase === "gated" ? this.gate.remove(id) : this.unready(id)) this.handled(this.returnHeld([f]));
+        if (f.phase === "gated" ? this.gate.remove(id) : this.line.unready(id)) this.handled(this.line.returnHeld([f]));
         break;
       default:
         // Claimed or in a check (or a verify) under way: the check itself sees the cancel in
@@ -288,30 +268,29 @@ export class Worker implements LocalWorker {
     this.stopping = true;
     await this.claims.stop();
     await Promise.all(this.handoffs);
-    await this.pumping;
-    this.launchArmed();
+    await this.line.settled();
+    this.line.launchArmed();
     clearInterval(this.sweepTimer);
-    this.held.disarm();
-    // Jobs waiting for their host or their due instant were never called: back to scheduled at once.
-    const waiting = [...this.limiter.drainHeld(), ...this.gate.drain(), ...this.ready.splice(0)];
+    // Jobs waiting for their host, a call slot or their due instant were never called: back to scheduled at once.
+    const waiting = [...this.line.takeWaiting(), ...this.gate.drain()];
     if (waiting.length > 0) {
       try {
-        await this.returnHeld(waiting);
+        await this.line.returnHeld(waiting);
       } catch (err) {
         this.o.log.error({ err }, "giving back jobs that waited for their host failed; their leases will lapse and they will be retried");
       }
     }
     await this.unlisten?.();
     await this.unlistenCancel?.();
-    if (this.calls.size > 0) {
-      this.o.log.info({ inflight: this.calls.size, grace_ms: this.o.shutdownGraceMs }, "stopping: waiting for calls in flight");
+    if (this.line.callsInFlight > 0) {
+      this.o.log.info({ inflight: this.line.callsInFlight, grace_ms: this.o.shutdownGraceMs }, "stopping: waiting for calls in flight");
       let timer: ReturnType<typeof setTimeout> | undefined;
       const grace = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), this.o.shutdownGraceMs)));
-      const outcome = await Promise.race([Promise.all(this.calls), grace]);
+      const outcome = await Promise.race([this.line.callsDone(), grace]);
       clearTimeout(timer);
       if (outcome === "timeout") {
         for (const f of this.jobs.values()) f.abort.abort(ABORT_STOP);
-        await Promise.all(this.calls);
+        await this.line.callsDone();
       }
     }
     await this.completions.drain();
@@ -415,7 +394,7 @@ export class Worker implements LocalWorker {
       this.sizing.checked(roundTripMs);
     }
     this.reserve(jobs, performance.now());
-    this.handled(this.startClaimed(jobs));
+    this.handled(this.intake.take(jobs));
   }
 
   /** One claim pass: returns how many jobs were claimed. */
@@ -431,7 +410,7 @@ export class Worker implements LocalWorker {
     });
     if (claimed.length === 0) return 0;
     this.reserve(claimed, sentAt);
-    await this.startClaimed(claimed);
+    await this.intake.take(claimed);
     return claimed.length;
   }
 
@@ -448,207 +427,6 @@ export class Worker implements LocalWorker {
       )
       .finally(() => this.handoffs.delete(q));
     this.handoffs.add(q);
-  }
-
-  /**
-   * From claimed to called. Each job's host is asked first: room now → the pre-call check and
-   * the call; room soon → it waits here (see pump); else it is handed back, due again later,
-   * without a call and without using up an attempt.
-   */
-  private async startClaimed(claimed: ClaimRow[]): Promise<void> {
-    try {
-      await this.o.beforeStart?.(claimed);
-    } catch (err) {
-      for (const job of claimed) {
-        const f = this.jobs.get(job.id);
-        if (f) this.jobs.release(f, "failed");
-      }
-      throw err;
-    }
-    const now = this.clock.now();
-    const open: InFlight[] = [];
-    const startedAtClaim: ClaimRow[] = [];
-    for (const job of claimed) {
-      if (job.attempt_id !== null) {
-        startedAtClaim.push(job);
-        continue;
-      }
-      const f = this.jobs.get(job.id);
-      if (!f) continue;
-      if (job.due_at.getTime() >= now) {
-        this.jobs.enter(f, "gated");
-        this.gate.hold(job.id, job.due_at, f);
-      } else open.push(f);
-    }
-    const unstarted = startedAtClaim.length > 0 ? this.armStarted(startedAtClaim) : [];
-    if (unstarted.length > 0) open.push(...(await this.unstart(unstarted)));
-    await this.opened(open);
-  }
-
-  /**
-   * Jobs whose claim was their pre-call check (attempt opened, see ClaimDueIds): armed for
-   * their call slots at once. One whose lease may have lapsed since the claim was sent (a
-   * stall: GC, SIGSTOP) is given back uncalled, its attempt deleted as if never opened.
-   * Returns those whose host the limiter does not clear now (paused by a Retry-After, or at
-   * a limit): their attempts are to be taken back (unstart), the jobs kept.
-   */
-  private armStarted(jobs: ClaimRow[]): ClaimRow[] {
-    const now = Date.now();
-    const back: InFlight[] = [];
-    const notNow: ClaimRow[] = [];
-    for (const job of jobs) {
-      const f = this.jobs.get(job.id);
-      if (!f) continue;
-      if (f.abort.signal.aborted || performance.now() - f.leaseAt > this.o.leaseTtlMs - this.o.leaseMarginMs) {
-        back.push(f);
-        continue;
-      }
-      const a = this.limiter.admit(laneKey(job.target.url, job.tenant, job.host_limits), job.id, this.limiter.limitsOf(job.host_limits), f, now);
-      if (a.kind === "go") this.arm(f, job.attempt_id!, job.calls, job.catchup);
-      else {
-        // Asked again on the ordinary path once the attempt is taken back.
-        this.limiter.forget(job.id);
-        notNow.push(job);
-      }
-    }
-    this.launchArmed();
-    if (back.length > 0) this.giveBackUncalled(back);
-    return notNow;
-  }
-
-  /**
-   * Takes back the attempts a claim opened for jobs that cannot be called now; the jobs stay
-   * claimed and take the ordinary path (wait in memory, or deferred; checked by
-   * StartAttempts). Returns them; if the statement fails, they are given back uncalled instead.
-   */
-  private async unstart(jobs: ClaimRow[]): Promise<InFlight[]> {
-    const fs = jobs.flatMap((j) => this.jobs.get(j.id) ?? []);
-    try {
-      await unstartAtClaim(
-        this.o.db,
-        this.o.owner,
-        jobs.map((j) => ({ id: j.id, gen: j.lease_generation, attemptId: j.attempt_id! })),
-      );
-    } catch (err) {
-      this.o.log.warn({ err, jobs: fs.length }, "taking back the attempts of started jobs whose host is not ready failed; they are given back uncalled");
-      this.giveBackUncalled(fs);
-      return [];
-    }
-    // The call the claim counted goes with its attempt (each job is its InFlight's own object).
-    for (const j of jobs) j.calls--;
-    return fs;
-  }
-
-  /** Jobs not called after all, whose attempt may be open: released, and given back in the background. */
-  private giveBackUncalled(fs: InFlight[]): void {
-    for (const f of fs) this.jobs.release(f, "given back");
-    this.handled(
-      giveBackUncalled(
-        { db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping },
-        fs.map((f) => ({ id: f.job.id, gen: f.gen })),
-      ),
-    );
-  }
-
-  /** Jobs whose due instant has come: in line for a call slot. */
-  private async opened(fs: InFlight[]): Promise<void> {
-    for (const f of fs) {
-      this.jobs.enter(f, "ready");
-      this.ready.push(f);
-    }
-    await this.pump();
-  }
-
-  /** Takes a job out of the line for a call slot (a cancel); false if it was not there. */
-  private unready(id: string): boolean {
-    const i = this.ready.findIndex((f) => f.job.id === id);
-    if (i < 0) return false;
-    this.ready.splice(i, 1);
-    return true;
-  }
-
-  /**
-   * Starts jobs from the line while call slots are free, one batch at a time: each pre-call
-   * check takes every slot freed while the last one ran, so checks are paid per batch and
-   * the line never waits behind more than one of them.
-   */
-  private pump(): Promise<void> {
-    if (this.pumping) {
-      this.pumpAgain = true;
-      return this.pumping;
-    }
-    this.pumping = this.runPump().finally(() => {
-      this.pumping = undefined;
-      if (this.pumpAgain) {
-        this.pumpAgain = false;
-        if (this.ready.length > 0) this.handled(this.pump());
-      }
-    });
-    return this.pumping;
-  }
-
-  private async runPump(): Promise<void> {
-    for (;;) {
-      this.pumpAgain = false;
-      const c = this.count;
-      const room = this.o.concurrency + this.sizing.armAhead() - c.calling - c.starting - c.armed;
-      // While armed jobs fill the slots that free, a check waits for room for half a batch:
-      // started for the one slot free at that moment, it held the line for a round trip while
-      // every other slot freed (checks went 1, 63, 1, 63 jobs). With nothing armed or in
-      // flight, any room is used at once.
-      const minBatch = c.armed > 0 || c.calling > 0 ? Math.ceil(this.o.concurrency / 2) : 1;
-      if (room <= 0 || this.ready.length === 0 || this.stopping) return;
-      if (this.sizing.armAhead() > 0 && room < Math.min(minBatch, this.ready.length)) return;
-      const batch = this.takeReady(room);
-      if (batch.length === 0) return;
-      for (const f of batch) this.jobs.enter(f, "starting");
-      try {
-        await this.admit(batch);
-      } catch (err) {
-        // Each job of the batch is accounted for (called, given back or left to its lease).
-        this.o.log.error(
-          { err, jobs: batch.length },
-          "starting claimed jobs failed; those not given back at once wait for their leases to lapse, then are retried",
-        );
-      }
-      this.noteRoom();
-    }
-  }
-
-  /** Up to `room` jobs from the line, in order; with reserved slots, those below their class only into the others. */
-  private takeReady(room: number): InFlight[] {
-    const rs = this.o.reservedSlots;
-    if (!rs) return this.ready.splice(0, room);
-    let lowRoom = this.o.concurrency - rs.slots - this.count.starting;
-    for (const f of this.jobs.values()) if (f.phase === "calling" && f.job.priority < rs.minPriority) lowRoom--;
-    const out: InFlight[] = [];
-    for (let i = 0; i < this.ready.length && out.length < room; ) {
-      const f = this.ready[i]!;
-      if (f.job.priority >= rs.minPriority || lowRoom > 0) {
-        if (f.job.priority < rs.minPriority) lowRoom--;
-        out.push(f);
-        this.ready.splice(i, 1);
-      } else i++;
-    }
-    return out;
-  }
-
-  /** Calls armed jobs while call slots are free; one whose cancel or lease loss came meanwhile is given back uncalled. */
-  private launchArmed(): void {
-    const gone: InFlight[] = [];
-    // A stopping worker calls what it checked: the grace period covers it like any call.
-    while (this.armed.length > 0 && (this.count.calling < this.o.concurrency || this.stopping)) {
-      const a = this.armed.shift()!;
-      if (a.f.abort.signal.aborted) gone.push(a.f);
-      else this.launch(a.f, a.attemptId, a.number, a.catchup);
-    }
-    if (gone.length > 0) this.giveBackUncalled(gone);
-  }
-
-  /** Checked (attempt opened): in line for the next free call slot. */
-  private arm(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
-    this.jobs.enter(f, "armed");
-    this.armed.push({ f, attemptId, number, catchup });
   }
 
   /** Room for half of what the worker may hold: the dispatcher in this process claims a batch. */
@@ -672,203 +450,5 @@ export class Worker implements LocalWorker {
     const load = this.load();
     if (this.o.reservedSlots && this.slots.room(load) > 0) return true;
     return this.slots.free(load) * 2 >= capacity || this.jobs.size === 0;
-  }
-
-  /** Ask each job's host for room, then the pre-call check and the call. */
-  private async admit(fs: InFlight[]): Promise<void> {
-    // Cancelled or lease lost while waiting for the instant or a slot: not called.
-    const gone = fs.filter((f) => f.abort.signal.aborted);
-    if (gone.length > 0) await this.returnHeld(gone);
-    const claimed = fs.filter((f) => !f.abort.signal.aborted && this.jobs.holds(f));
-    if (claimed.length === 0) return;
-    try {
-      const now = Date.now();
-      const deferred: { f: InFlight; delayMs: number }[] = [];
-      const ready: InFlight[] = [];
-      for (const f of claimed) {
-        const { job } = f;
-        const a = this.limiter.admit(laneKey(job.target.url, job.tenant, job.host_limits), job.id, this.limiter.limitsOf(job.host_limits), f, now);
-        if (a.kind === "go") {
-          ready.push(f);
-          continue;
-        }
-        this.o.metrics.hostDeferrals.inc();
-        if (a.kind === "hold") this.jobs.enter(f, "held");
-        else deferred.push({ f, delayMs: a.at - now });
-      }
-      // Neither group waits out its leases because the other's statement failed: the jobs
-      // cleared to go start first, and the others are handed back whatever happened to them.
-      try {
-        await this.begin(ready);
-      } finally {
-        if (deferred.length > 0) await this.defer(deferred);
-      }
-    } catch (err) {
-      // Jobs claimed but never started (nor held, armed or verifying) stay leased until the reaper returns them.
-      for (const f of claimed) if (f.phase === "starting") this.jobs.release(f, "failed");
-      throw err;
-    } finally {
-      this.held.arm(this.heldLeft());
-    }
-  }
-
-  /** Jobs whose host has no room for a while: handed back to the database, due again after `delayMs`. */
-  private async defer(jobs: { f: InFlight; delayMs: number }[]): Promise<void> {
-    try {
-      await deferJobs(
-        this.o.db,
-        this.o.owner,
-        jobs.map(({ f, delayMs }) => ({ id: f.job.id, gen: f.gen, delayMs })),
-      );
-      this.o.log.debug({ jobs: jobs.length }, "target hosts at their limit: jobs handed back, due again shortly");
-    } finally {
-      for (const { f } of jobs) this.jobs.release(f, "deferred");
-    }
-  }
-
-  /**
-   * A pass over the jobs held for their host (HeldPump runs one at a time): gives back the
-   * cancelled, starts those whose host has room, hands back those held too long. Returns
-   * how many are still held, for the pump's timer.
-   */
-  private async heldPass(): Promise<number> {
-    if (this.stopping) return 0;
-    try {
-      const aborted = this.limiter.removeHeld((f) => f.abort.signal.aborted);
-      if (aborted.length > 0) await this.returnHeld(aborted);
-      const { ready, overdue } = this.limiter.pump(Date.now());
-      if (overdue.length > 0) {
-        // x.at is on this process's clock (the host's pacing): handed over as a wait.
-        const now = Date.now();
-        await this.defer(overdue.map((x) => ({ f: x.item, delayMs: x.at - now })));
-      }
-      await this.begin(ready);
-    } catch (err) {
-      this.o.log.error(
-        { err },
-        "starting jobs that waited for their host failed; those not given back at once wait for their leases to lapse, then are retried",
-      );
-    }
-    return this.heldLeft();
-  }
-
-  /** Jobs held for their host, as the pump's timer counts them (none once stopping: stop() gives them back). */
-  private heldLeft(): number {
-    return this.stopping ? 0 : this.count.held;
-  }
-
-  /** The pre-call check for jobs whose host slot is reserved, then one call per job that passes it. */
-  private async begin(fs: InFlight[]): Promise<void> {
-    for (const f of fs) this.jobs.enter(f, "starting");
-    // Verify before retry: a job whose last call may have been delivered asks its target first.
-    const ready = this.verifier.divert(fs);
-    if (ready.length < fs.length) {
-      const go = new Set(ready);
-      for (const f of fs) if (!go.has(f)) this.jobs.enter(f, "verifying");
-    }
-    if (ready.length === 0) return;
-    let started: Awaited<ReturnType<typeof startAttempts>>;
-    const sentAt = performance.now();
-    try {
-      started = await startAttempts(
-        this.o.db,
-        this.o.owner,
-        this.o.region,
-        ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })),
-        {
-          ttlMs: this.o.leaseTtlMs,
-          marginMs: this.o.leaseMarginMs,
-        },
-      );
-      const ms = performance.now() - sentAt;
-      this.sizing.checked(ms);
-      await this.o.afterStartAttempts?.(started.map((s) => s.job_id));
-    } catch (err) {
-      // No answer: the check may have committed and opened attempts, or not. Nothing is
-      // called (its outcome could not be recorded against an attempt we do not know), and
-      // everything is given back at once, not left for the reaper, which would count an
-      // opened attempt as a lost call: a max_attempts 1 job would die uncalled.
-      this.giveBackUncalled(ready);
-      throw err;
-    }
-    // Opened attempts are called (or armed for the next free slot) before anything else can fail.
-    for (const s of started) {
-      const f = this.jobs.get(s.job_id);
-      if (!f) continue;
-      // The check extended the lease: the watchdog counts from it.
-      f.leaseAt = Math.max(f.leaseAt, sentAt);
-      this.arm(f, s.attempt_id, s.number, s.catchup);
-    }
-    this.launchArmed();
-    try {
-      const startedIds = new Set(started.map((s) => s.job_id));
-      // Cancelled, rescheduled, reclaimed or its lease lapsed since the claim: not called.
-      const stale = ready.filter((f) => !startedIds.has(f.job.id));
-      if (stale.length > 0) {
-        for (const f of stale) this.limiter.forget(f.job.id);
-        const released = await releaseJobs(
-          this.o.db,
-          this.o.owner,
-          stale.map((f) => ({ id: f.job.id, gen: f.gen })),
-        );
-        this.o.metrics.staleDispatches.inc(stale.length);
-        for (const f of stale) {
-          this.jobs.release(f, "stale");
-          const r = released.find((x) => x.id === f.job.id);
-          this.o.log.info({ job_id: f.job.id, status: r?.status ?? "reclaimed" }, "dispatch is stale (cancelled or changed since the claim); not calling");
-        }
-      }
-    } catch (err) {
-      for (const f of ready) if (f.phase === "starting") this.jobs.release(f, "failed");
-      throw err;
-    }
-  }
-
-  /** Jobs not called after all, no attempt open (a cancel, a lost lease, a stop): back to the database at once. */
-  private async returnHeld(fs: InFlight[]): Promise<void> {
-    try {
-      await releaseJobs(
-        this.o.db,
-        this.o.owner,
-        fs.map((f) => ({ id: f.job.id, gen: f.gen })),
-      );
-    } finally {
-      for (const f of fs) this.jobs.release(f, "given back");
-    }
-  }
-
-  /** Calls the target: `calling` (what WORKER_CONCURRENCY bounds) until it answers, then `finishing` until the outcome is written. */
-  private launch(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
-    const id = f.job.id;
-    this.jobs.enter(f, "calling");
-    // The call slot is free once the target has answered, not once the outcome is written:
-    // the write is batched with others, and a slot held through it would make every call
-    // wait for a commit. The job stays in `jobs` (its lease renewed) until it is written,
-    // and the claim room counts it, so unwritten outcomes cannot pile up unbounded.
-    const launchedAt = performance.now();
-    const called = () => {
-      if (f.phase !== "calling") return;
-      this.jobs.enter(f, "finishing");
-      this.sizing.callEnded(performance.now() - launchedAt);
-      this.launchArmed();
-      if (this.ready.length > 0) this.handled(this.pump());
-    };
-    const p = callAttempt(this.attempt, f, attemptId, number, catchup, called)
-      .catch((err) => {
-        // The batcher has logged an outcome it gave up on, with what it was.
-        if (!(err instanceof OutcomeNotRecorded))
-          this.o.log.error({ err, job_id: id }, "recording the outcome failed; the lease will lapse and the job will be retried");
-      })
-      .finally(() => {
-        called();
-        this.jobs.release(f, "recorded");
-        this.calls.delete(p);
-        if (this.ready.length > 0) this.handled(this.pump());
-        // Even with jobs in line: the pump may start none of them (too little room for a
-        // check yet), and the claim room has grown all the same.
-        this.noteRoom();
-        this.held.kick(this.count.held);
-      });
-    this.calls.add(p);
   }
 }

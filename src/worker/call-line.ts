@@ -1,0 +1,441 @@
+import { deferJobs, releaseJobs, startAttempts } from "../store/worker-queries.ts";
+import { OutcomeNotRecorded } from "./completion-batcher.ts";
+import { laneKey } from "./host-lane.ts";
+import type { HostLimiter } from "./host-limiter.ts";
+import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
+import { HeldPump } from "./held-pump.ts";
+import type { InFlight, InFlightJobs, Phase } from "./in-flight.ts";
+import type { SlotSizing } from "./slot-sizing.ts";
+import { giveBackUncalled } from "./give-back-uncalled.ts";
+import { RetryVerifier } from "./verify-before-retry.ts";
+import type { WorkerOptions } from "./worker.ts";
+
+export interface CallLineDeps {
+  o: WorkerOptions;
+  /** The worker's claimed jobs and their phases (in-flight.ts). */
+  jobs: InFlightJobs;
+  limiter: HostLimiter<InFlight>;
+  sizing: SlotSizing;
+  attempt: AttemptDeps;
+  /** The worker is stopping: nothing more is checked; what waits is handed back. */
+  stopping: () => boolean;
+  /** Runs a promise the worker waits for on stop (and logs if it fails). */
+  handled: (p: Promise<void>) => void;
+  /** Room has grown: the worker may claim more. */
+  noteRoom: () => void;
+}
+
+/**
+ * The worker's second half (the state diagram is in worker.ts): from a claimed job whose
+ * instant has come to its call. Jobs wait in line (`ready`) for room in the call slots; the
+ * pump takes a batch at a time, asks each job's host for room (held, deferred), diverts
+ * those whose last call may have been delivered to verify-before-retry, runs the pre-call
+ * check for the rest in one statement, arms what passed and calls it as slots free. The
+ * first half, the claims, is the Worker's: it hands jobs over through opened() (due) or
+ * arm() (a claim that was their pre-call check).
+ */
+export class CallLine {
+  private readonly o: WorkerOptions;
+  private readonly jobs: InFlightJobs;
+  private readonly count: Readonly<Record<Phase, number>>;
+  private readonly limiter: HostLimiter<InFlight>;
+  private readonly sizing: SlotSizing;
+  private readonly attempt: AttemptDeps;
+  /** Runs passes over the jobs held for their host (phase `held`; the limiter keeps their order). */
+  private readonly held: HeldPump;
+  private readonly verifier: RetryVerifier;
+  private readonly calls = new Set<Promise<void>>();
+  /**
+   * Claimed jobs whose instant has come, in order, waiting for a call slot. The pump takes
+   * as many as there are free slots, checks them in one statement and calls them: one
+   * pre-call check at a time, so each one carries every slot freed while the last ran.
+   */
+  private readonly ready: InFlight[] = [];
+  /** Checked (attempt opened, lease extended) and waiting for a call slot: at most armAhead() beyond the slots. */
+  private readonly armed: { f: InFlight; attemptId: string; number: number; catchup: boolean }[] = [];
+  private pumping: Promise<void> | undefined;
+  private pumpAgain = false;
+
+  constructor(private readonly d: CallLineDeps) {
+    this.o = d.o;
+    this.jobs = d.jobs;
+    this.count = d.jobs.counts;
+    this.limiter = d.limiter;
+    this.sizing = d.sizing;
+    this.attempt = d.attempt;
+    const o = d.o;
+    this.held = new HeldPump(
+      this.limiter,
+      () => this.heldPass(),
+      (p) => this.handled(p),
+    );
+    this.verifier = new RetryVerifier({
+      db: o.db,
+      owner: o.owner,
+      log: o.log,
+      metrics: o.metrics,
+      keyring: o.keyring,
+      allowPrivateTargets: o.allowPrivateTargets,
+      // Stopping meanwhile: not called, handed back at once (like jobs waiting for their host).
+      resume: (fs) => (this.stopping ? this.returnHeld(fs) : this.begin(fs)),
+      giveBack: (fs) => this.returnHeld(fs),
+      finished: (f) => {
+        this.jobs.release(f, "verified");
+        this.noteRoom();
+        this.held.kick(this.count.held);
+      },
+      background: (p) => this.handled(p),
+    });
+  }
+
+  private get stopping(): boolean {
+    return this.d.stopping();
+  }
+
+  private handled(p: Promise<void>): void {
+    this.d.handled(p);
+  }
+
+  private noteRoom(): void {
+    this.d.noteRoom();
+  }
+
+  /** Calls in flight, or answered and waiting for their outcome's write. */
+  get callsInFlight(): number {
+    return this.calls.size;
+  }
+
+  /** Resolves when every call launched so far has ended and its outcome is written (or given up). */
+  async callsDone(): Promise<void> {
+    await Promise.all(this.calls);
+  }
+
+  /** Resolves when the pump's run under way (if any) has ended. */
+  async settled(): Promise<void> {
+    await this.pumping;
+  }
+
+  /**
+   * For stop(): the jobs not called that wait in memory (for their host, or for a call slot),
+   * taken out of the line; the caller hands them back. The held pass's timer is stopped.
+   */
+  takeWaiting(): InFlight[] {
+    this.held.disarm();
+    return [...this.limiter.drainHeld(), ...this.ready.splice(0)];
+  }
+
+  /** A held job was cancelled: the next pass over held jobs gives it back. */
+  kickHeld(): void {
+    this.held.kick(this.count.held);
+  }
+
+  /** Jobs not called after all, whose attempt may be open: released, and given back in the background. */
+  giveBackUncalled(fs: InFlight[]): void {
+    for (const f of fs) this.jobs.release(f, "given back");
+    this.handled(
+      giveBackUncalled(
+        { db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping },
+        fs.map((f) => ({ id: f.job.id, gen: f.gen })),
+      ),
+    );
+  }
+
+  /** Jobs whose due instant has come: in line for a call slot. */
+  async opened(fs: InFlight[]): Promise<void> {
+    for (const f of fs) {
+      this.jobs.enter(f, "ready");
+      this.ready.push(f);
+    }
+    await this.pump();
+  }
+
+  /** Takes a job out of the line for a call slot (a cancel); false if it was not there. */
+  unready(id: string): boolean {
+    const i = this.ready.findIndex((f) => f.job.id === id);
+    if (i < 0) return false;
+    this.ready.splice(i, 1);
+    return true;
+  }
+
+  /**
+   * Starts jobs from the line while call slots are free, one batch at a time: each pre-call
+   * check takes every slot freed while the last one ran, so checks are paid per batch and
+   * the line never waits behind more than one of them.
+   */
+  private pump(): Promise<void> {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return this.pumping;
+    }
+    this.pumping = this.runPump().finally(() => {
+      this.pumping = undefined;
+      if (this.pumpAgain) {
+        this.pumpAgain = false;
+        if (this.ready.length > 0) this.handled(this.pump());
+      }
+    });
+    return this.pumping;
+  }
+
+  private async runPump(): Promise<void> {
+    for (;;) {
+      this.pumpAgain = false;
+      const c = this.count;
+      const room = this.o.concurrency + this.sizing.armAhead() - c.calling - c.starting - c.armed;
+      // While armed jobs fill the slots that free, a check waits for room for half a batch:
+      // started for the one slot free at that moment, it held the line for a round trip while
+      // every other slot freed (checks went 1, 63, 1, 63 jobs). With nothing armed or in
+      // flight, any room is used at once.
+      const minBatch = c.armed > 0 || c.calling > 0 ? Math.ceil(this.o.concurrency / 2) : 1;
+      if (room <= 0 || this.ready.length === 0 || this.stopping) return;
+      if (this.sizing.armAhead() > 0 && room < Math.min(minBatch, this.ready.length)) return;
+      const batch = this.takeReady(room);
+      if (batch.length === 0) return;
+      for (const f of batch) this.jobs.enter(f, "starting");
+      try {
+        await this.admit(batch);
+      } catch (err) {
+        // Each job of the batch is accounted for (called, given back or left to its lease).
+        this.o.log.error(
+          { err, jobs: batch.length },
+          "starting claimed jobs failed; those not given back at once wait for their leases to lapse, then are retried",
+        );
+      }
+      this.noteRoom();
+    }
+  }
+
+  /** Up to `room` jobs from the line, in order; with reserved slots, those below their class only into the others. */
+  private takeReady(room: number): InFlight[] {
+    const rs = this.o.reservedSlots;
+    if (!rs) return this.ready.splice(0, room);
+    let lowRoom = this.o.concurrency - rs.slots - this.count.starting;
+    for (const f of this.jobs.values()) if (f.phase === "calling" && f.job.priority < rs.minPriority) lowRoom--;
+    const out: InFlight[] = [];
+    for (let i = 0; i < this.ready.length && out.length < room; ) {
+      const f = this.ready[i]!;
+      if (f.job.priority >= rs.minPriority || lowRoom > 0) {
+        if (f.job.priority < rs.minPriority) lowRoom--;
+        out.push(f);
+        this.ready.splice(i, 1);
+      } else i++;
+    }
+    return out;
+  }
+
+  /** Calls armed jobs while call slots are free; one whose cancel or lease loss came meanwhile is given back uncalled. */
+  launchArmed(): void {
+    const gone: InFlight[] = [];
+    // A stopping worker calls what it checked: the grace period covers it like any call.
+    while (this.armed.length > 0 && (this.count.calling < this.o.concurrency || this.stopping)) {
+      const a = this.armed.shift()!;
+      if (a.f.abort.signal.aborted) gone.push(a.f);
+      else this.launch(a.f, a.attemptId, a.number, a.catchup);
+    }
+    if (gone.length > 0) this.giveBackUncalled(gone);
+  }
+
+  /** Checked (attempt opened): in line for the next free call slot. */
+  arm(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
+    this.jobs.enter(f, "armed");
+    this.armed.push({ f, attemptId, number, catchup });
+  }
+
+  /** Ask each job's host for room, then the pre-call check and the call. */
+  private async admit(fs: InFlight[]): Promise<void> {
+    // Cancelled or lease lost while waiting for the instant or a slot: not called.
+    const gone = fs.filter((f) => f.abort.signal.aborted);
+    if (gone.length > 0) await this.returnHeld(gone);
+    const claimed = fs.filter((f) => !f.abort.signal.aborted && this.jobs.holds(f));
+    if (claimed.length === 0) return;
+    try {
+      const now = Date.now();
+      const deferred: { f: InFlight; delayMs: number }[] = [];
+      const ready: InFlight[] = [];
+      for (const f of claimed) {
+        const { job } = f;
+        const a = this.limiter.admit(laneKey(job.target.url, job.tenant, job.host_limits), job.id, this.limiter.limitsOf(job.host_limits), f, now);
+        if (a.kind === "go") {
+          ready.push(f);
+          continue;
+        }
+        this.o.metrics.hostDeferrals.inc();
+        if (a.kind === "hold") this.jobs.enter(f, "held");
+        else deferred.push({ f, delayMs: a.at - now });
+      }
+      // Neither group waits out its leases because the other's statement failed: the jobs
+      // cleared to go start first, and the others are handed back whatever happened to them.
+      try {
+        await this.begin(ready);
+      } finally {
+        if (deferred.length > 0) await this.defer(deferred);
+      }
+    } catch (err) {
+      // Jobs claimed but never started (nor held, armed or verifying) stay leased until the reaper returns them.
+      for (const f of claimed) if (f.phase === "starting") this.jobs.release(f, "failed");
+      throw err;
+    } finally {
+      this.held.arm(this.heldLeft());
+    }
+  }
+
+  /** Jobs whose host has no room for a while: handed back to the database, due again after `delayMs`. */
+  private async defer(jobs: { f: InFlight; delayMs: number }[]): Promise<void> {
+    try {
+      await deferJobs(
+        this.o.db,
+        this.o.owner,
+        jobs.map(({ f, delayMs }) => ({ id: f.job.id, gen: f.gen, delayMs })),
+      );
+      this.o.log.debug({ jobs: jobs.length }, "target hosts at their limit: jobs handed back, due again shortly");
+    } finally {
+      for (const { f } of jobs) this.jobs.release(f, "deferred");
+    }
+  }
+
+  /**
+   * A pass over the jobs held for their host (HeldPump runs one at a time): gives back the
+   * cancelled, starts those whose host has room, hands back those held too long. Returns
+   * how many are still held, for the pump's timer.
+   */
+  private async heldPass(): Promise<number> {
+    if (this.stopping) return 0;
+    try {
+      const aborted = this.limiter.removeHeld((f) => f.abort.signal.aborted);
+      if (aborted.length > 0) await this.returnHeld(aborted);
+      const { ready, overdue } = this.limiter.pump(Date.now());
+      if (overdue.length > 0) {
+        // x.at is on this process's clock (the host's pacing): handed over as a wait.
+        const now = Date.now();
+        await this.defer(overdue.map((x) => ({ f: x.item, delayMs: x.at - now })));
+      }
+      await this.begin(ready);
+    } catch (err) {
+      this.o.log.error(
+        { err },
+        "starting jobs that waited for their host failed; those not given back at once wait for their leases to lapse, then are retried",
+      );
+    }
+    return this.heldLeft();
+  }
+
+  /** Jobs held for their host, as the pump's timer counts them (none once stopping: stop() gives them back). */
+  private heldLeft(): number {
+    return this.stopping ? 0 : this.count.held;
+  }
+
+  /** The pre-call check for jobs whose host slot is reserved, then one call per job that passes it. */
+  async begin(fs: InFlight[]): Promise<void> {
+    for (const f of fs) this.jobs.enter(f, "starting");
+    // Verify before retry: a job whose last call may have been delivered asks its target first.
+    const ready = this.verifier.divert(fs);
+    if (ready.length < fs.length) {
+      const go = new Set(ready);
+      for (const f of fs) if (!go.has(f)) this.jobs.enter(f, "verifying");
+    }
+    if (ready.length === 0) return;
+    let started: Awaited<ReturnType<typeof startAttempts>>;
+    const sentAt = performance.now();
+    try {
+      started = await startAttempts(
+        this.o.db,
+        this.o.owner,
+        this.o.region,
+        ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })),
+        {
+          ttlMs: this.o.leaseTtlMs,
+          marginMs: this.o.leaseMarginMs,
+        },
+      );
+      const ms = performance.now() - sentAt;
+      this.sizing.checked(ms);
+      await this.o.afterStartAttempts?.(started.map((s) => s.job_id));
+    } catch (err) {
+      // No answer: the check may have committed and opened attempts, or not. Nothing is
+      // called (its outcome could not be recorded against an attempt we do not know), and
+      // everything is given back at once, not left for the reaper, which would count an
+      // opened attempt as a lost call: a max_attempts 1 job would die uncalled.
+      this.giveBackUncalled(ready);
+      throw err;
+    }
+    // Opened attempts are called (or armed for the next free slot) before anything else can fail.
+    for (const s of started) {
+      const f = this.jobs.get(s.job_id);
+      if (!f) continue;
+      // The check extended the lease: the watchdog counts from it.
+      f.leaseAt = Math.max(f.leaseAt, sentAt);
+      this.arm(f, s.attempt_id, s.number, s.catchup);
+    }
+    this.launchArmed();
+    try {
+      const startedIds = new Set(started.map((s) => s.job_id));
+      // Cancelled, rescheduled, reclaimed or its lease lapsed since the claim: not called.
+      const stale = ready.filter((f) => !startedIds.has(f.job.id));
+      if (stale.length > 0) {
+        for (const f of stale) this.limiter.forget(f.job.id);
+        const released = await releaseJobs(
+          this.o.db,
+          this.o.owner,
+          stale.map((f) => ({ id: f.job.id, gen: f.gen })),
+        );
+        this.o.metrics.staleDispatches.inc(stale.length);
+        for (const f of stale) {
+          this.jobs.release(f, "stale");
+          const r = released.find((x) => x.id === f.job.id);
+          this.o.log.info({ job_id: f.job.id, status: r?.status ?? "reclaimed" }, "dispatch is stale (cancelled or changed since the claim); not calling");
+        }
+      }
+    } catch (err) {
+      for (const f of ready) if (f.phase === "starting") this.jobs.release(f, "failed");
+      throw err;
+    }
+  }
+
+  /** Jobs not called after all, no attempt open (a cancel, a lost lease, a stop): back to the database at once. */
+  async returnHeld(fs: InFlight[]): Promise<void> {
+    try {
+      await releaseJobs(
+        this.o.db,
+        this.o.owner,
+        fs.map((f) => ({ id: f.job.id, gen: f.gen })),
+      );
+    } finally {
+      for (const f of fs) this.jobs.release(f, "given back");
+    }
+  }
+
+  /** Calls the target: `calling` (what WORKER_CONCURRENCY bounds) until it answers, then `finishing` until the outcome is written. */
+  private launch(f: InFlight, attemptId: string, number: number, catchup: boolean): void {
+    const id = f.job.id;
+    this.jobs.enter(f, "calling");
+    // The call slot is free once the target has answered, not once the outcome is written:
+    // the write is batched with others, and a slot held through it would make every call
+    // wait for a commit. The job stays in `jobs` (its lease renewed) until it is written,
+    // and the claim room counts it, so unwritten outcomes cannot pile up unbounded.
+    const launchedAt = performance.now();
+    const called = () => {
+      if (f.phase !== "calling") return;
+      this.jobs.enter(f, "finishing");
+      this.sizing.callEnded(performance.now() - launchedAt);
+      this.launchArmed();
+      if (this.ready.length > 0) this.handled(this.pump());
+    };
+    const p = callAttempt(this.attempt, f, attemptId, number, catchup, called)
+      .catch((err) => {
+        // The batcher has logged an outcome it gave up on, with what it was.
+        if (!(err instanceof OutcomeNotRecorded))
+          this.o.log.error({ err, job_id: id }, "recording the outcome failed; the lease will lapse and the job will be retried");
+      })
+      .finally(() => {
+        called();
+        this.jobs.release(f, "recorded");
+        this.calls.delete(p);
+        if (this.ready.length > 0) this.handled(this.pump());
+        // Even with jobs in line: the pump may start none of them (too little room for a
+        // check yet), and the claim room has grown all the same.
+        this.noteRoom();
+        this.held.kick(this.count.held);
+      });
+    this.calls.add(p);
+  }
+}
