@@ -75,6 +75,11 @@ interface ClaimOutcome {
 export const DISPATCH_LEASE = "dispatch";
 /** How soon a dispatcher looks again at a full worker in its process (no statement runs then). */
 const LOCAL_FULL_RECHECK_MS = 10;
+/**
+ * How soon a dispatcher looks again when the next jobs due are all other dispatchers' and due
+ * already (their holder dead or behind): its own next is later, by how much it cannot tell.
+ */
+const OTHER_SHARDS_DUE_WAIT_MS = 50;
 
 /**
  * Finds due jobs and queues them for workers, while it holds the dispatch lease. Wakes on
@@ -244,10 +249,14 @@ export class Dispatcher extends PeriodicLoop<number> {
       return claimed;
     }
     // The next fire, unless this pass's generation just read it.
-    const [next] = await Promise.all([nextDueAt(this.o.db), this.generation.readNextFire(passStartedAt)]);
+    const [next] = await Promise.all([
+      nextDueAt(this.o.db, { list: held.map((h) => h.shard), count: this.o.shards }),
+      this.generation.readNextFire(passStartedAt),
+    ]);
     // Due instants are on the database's clock: the wait until them is measured on it too.
     const dbNow = this.clock.now();
-    const jobIn = next ? next.getTime() - this.prestageMs - dbNow : Infinity;
+    const nextAt = next.at ?? next.notBefore;
+    const jobIn = nextAt ? nextAt.getTime() - this.prestageMs - dbNow : Infinity;
     const untilNext = Math.min(jobIn, this.generation.msUntilDue(dbNow));
     // A due job that the claim did not see means our clock runs ahead of the database's, or
     // (with a Redis index) that the relay has not added it yet, or that the index missed it
@@ -261,8 +270,20 @@ export class Dispatcher extends PeriodicLoop<number> {
     // Once only: the next pass's claim starts after that due instant. Our clock reads
     // behind the database's, so a job this calls due since the claim began may in truth have
     // been due a little before: one pass more, no spin.
-    const dueSinceClaim = untilNext === jobIn && next !== undefined && next.getTime() - this.prestageMs >= claimStartedAt;
-    this.sleepMs = untilNext > 0 ? Math.min(this.o.pollIntervalMs, untilNext) : dueSinceClaim ? 0 : notSeen;
+    const dueSinceClaim = untilNext === jobIn && next.at !== undefined && next.at.getTime() - this.prestageMs >= claimStartedAt;
+    // Only other shards' jobs read, the last of them due already: their holder is dead or
+    // behind (it has NEXT_DUE_LOOK due and unclaimed), and this dispatcher's next job is later
+    // than they tell, by how much unknown. Look again in a while, not in 5 ms: each look is a
+    // claim and a read. A job created meanwhile wakes it at its instant (its NOTIFY).
+    const blind = untilNext === jobIn && next.at === undefined;
+    this.sleepMs =
+      untilNext > 0
+        ? Math.min(this.o.pollIntervalMs, untilNext)
+        : dueSinceClaim
+          ? 0
+          : blind
+            ? Math.min(this.o.pollIntervalMs, OTHER_SHARDS_DUE_WAIT_MS)
+            : notSeen;
     return claimed;
   }
 

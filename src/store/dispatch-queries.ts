@@ -82,8 +82,22 @@ export async function expireDue(db: Queryable, limit: number) {
   return db.query<{ id: string }>(sql("ExpireDue"), [limit]);
 }
 
-export async function nextDueAt(db: Queryable): Promise<Date | undefined> {
-  return (await db.query<{ due_at: Date }>(sql("NextDueAt")))[0]?.due_at;
+/** Scheduled jobs NextDueAt reads at most, in due order, looking for one in the shards asked for. */
+export const NEXT_DUE_LOOK = 64;
+
+/**
+ * When the next scheduled job of the shards `list` (of `count`) falls due, as far as the first
+ * NEXT_DUE_LOOK scheduled jobs in due order tell: `at`, that instant; or, none of them being
+ * in those shards, `notBefore`, the last one's (the next of these shards is no earlier);
+ * neither when no job is scheduled in those shards. See NextDueAt.
+ */
+export async function nextDueAt(db: Queryable, shards: { list: number[]; count: number }): Promise<{ at?: Date; notBefore?: Date }> {
+  const all = new Set(shards.list).size >= shards.count;
+  const look = all ? 1 : NEXT_DUE_LOOK;
+  const [r] = await db.query<{ mine: Date | null; read_to: Date | null; read: number }>(sql("NextDueAt"), [all ? null : shards.list, shards.count, look]);
+  if (r?.mine) return { at: r.mine };
+  if (r && r.read >= look && r.read_to) return { notBefore: r.read_to };
+  return {};
 }
 
 export async function notifyQueued(db: Queryable, count: number) {

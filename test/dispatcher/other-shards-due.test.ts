@@ -1,0 +1,109 @@
+/**
+ * A dispatcher's idle wait looks at its own shards' jobs only. It read the next scheduled job
+ * of any shard: one due in a shard another dispatcher holds (that dispatcher dead, paused or
+ * behind) looked like a due job its claim could not see, and it passed again every 5 ms, a
+ * claim and a read each time, until that job was claimed; a dead holder's shards lapse only
+ * after SCHEDULER_LEADER_TTL. Now the wait reads up to NEXT_DUE_LOOK jobs in due order for one
+ * of its own; finding none, it waits 50 ms between looks while the others' are overdue, and
+ * until the last one read while they are not.
+ *
+ * Forced here: two shards, shard 1 held by a live dispatcher that never claims (a lease row
+ * of the test's), shard 0 taken by the scheduler under test, and jobs due in shard 1.
+ */
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import type { Runtime } from "../../src/runtime.ts";
+import { NEXT_DUE_LOOK } from "../../src/store/dispatch-queries.ts";
+import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
+import { eventually } from "../helpers/target.ts";
+import { insertJob } from "../helpers/jobs.ts";
+import { startScheduler } from "../helpers/scheduler.ts";
+
+/** A version 7 id whose slot (its last 12 bits) puts it in shard `shard` of 2. */
+function idInShard(shard: 0 | 1): string {
+  const id = Bun.randomUUIDv7();
+  const slot = shard * 2048 + Math.floor(Math.random() * 2048);
+  return id.slice(0, -3) + slot.toString(16).padStart(3, "0");
+}
+
+/** Passes the dispatcher ends in `ms`. */
+async function passesIn(rt: Runtime, ms: number): Promise<number> {
+  const end = Date.now() + ms;
+  let n = 0;
+  while (Date.now() < end) {
+    await rt.dispatcher!.passDone();
+    n++;
+  }
+  return n;
+}
+
+for (const driver of DRIVERS) {
+  describe(`a dispatcher beside another's overdue shard (${driver})`, () => {
+    let t: TestDb;
+    let rt: Runtime | undefined;
+    beforeEach(async () => {
+      t = await freshDb(driver);
+      // Shard 1 of 2 held for an hour by a live dispatcher "other": the fair share is 1 each.
+      await t.db.query(
+        `INSERT INTO leases (name, owner, epoch, lease_until, acquired_at) VALUES
+           ('dispatch:1', 'other', 1, now() + interval '1 hour', now()),
+           ('dispatcher:other', 'other', 0, now() + interval '1 hour', now())`,
+      );
+    });
+    afterEach(async () => {
+      await rt?.stop();
+      rt = undefined;
+      await t.close();
+    });
+
+    async function start(): Promise<Runtime> {
+      const r = await startScheduler(t.db, { SCHEDULER_SHARDS: "2", SCHEDULER_POLL_INTERVAL: "5s" }, { mode: "dispatcher" });
+      await eventually(() => r.dispatcher!.shards.current.length === 1, 5000, "the scheduler holding shard 0");
+      expect(r.dispatcher!.shards.current.map((h) => h.shard)).toEqual([0]);
+      return r;
+    }
+
+    test("more of the other's jobs overdue than it reads: a look every 50 ms, not every 5, and its own job still claimed on time", async () => {
+      for (let i = 0; i < NEXT_DUE_LOOK + 36; i++) await insertJob(t.db, { id: idInShard(1), due_at: new Date(Date.now() - 1000) });
+      rt = await start();
+      // Its own job, written without a NOTIFY (straight into the table), due in 1.5 s.
+      const mine = await insertJob(t.db, { id: idInShard(0), due_at: new Date(Date.now() + 1500) });
+      const passes = await passesIn(rt, 1000);
+      // ~20 at one look every 50 ms; a look every 5 ms made 100-200.
+      expect(passes).toBeLessThanOrEqual(40);
+      await eventually(
+        async () => (await t.db.query("SELECT 1 FROM jobs WHERE id = $1 AND status <> 'scheduled'", [mine.id])).length === 1,
+        5000,
+        "its own job claimed",
+      );
+      const [{ late_ms }] = await t.db.query<{ late_ms: number }>(
+        "SELECT extract(epoch FROM queued_at - due_at)::float8 * 1000 AS late_ms FROM jobs WHERE id = $1",
+        [mine.id],
+      );
+      expect(late_ms).toBeGreaterThanOrEqual(0);
+      expect(late_ms).toBeLessThan(1000);
+      // The other's jobs were never its to claim.
+      const [{ n }] = await t.db.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'scheduled' AND slot >= 2048");
+      expect(n).toBe(NEXT_DUE_LOOK + 36);
+    });
+
+    test("fewer of the other's jobs overdue than it reads: it sleeps until its own next job, which is claimed on time", async () => {
+      for (let i = 0; i < 10; i++) await insertJob(t.db, { id: idInShard(1), due_at: new Date(Date.now() - 1000) });
+      rt = await start();
+      const mine = await insertJob(t.db, { id: idInShard(0), due_at: new Date(Date.now() + 1500) });
+      // The pass that follows the write reads the new job; after it, none until its instant.
+      await rt.dispatcher!.passDone({ poke: true });
+      expect(await passesIn(rt, 700)).toBeLessThanOrEqual(2);
+      await eventually(
+        async () => (await t.db.query("SELECT 1 FROM jobs WHERE id = $1 AND status <> 'scheduled'", [mine.id])).length === 1,
+        5000,
+        "its own job claimed",
+      );
+      const [{ late_ms }] = await t.db.query<{ late_ms: number }>(
+        "SELECT extract(epoch FROM queued_at - due_at)::float8 * 1000 AS late_ms FROM jobs WHERE id = $1",
+        [mine.id],
+      );
+      expect(late_ms).toBeGreaterThanOrEqual(0);
+      expect(late_ms).toBeLessThan(1000);
+    });
+  });
+}
