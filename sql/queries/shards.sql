@@ -48,11 +48,16 @@ WITH lapsed AS (
   RETURNING l.name, l.epoch, l.lease_until
 ), made AS (
   -- Shards never held before: no row to lock; a racing insert of the same row loses quietly.
+  -- In shard order: an insert that meets another's uncommitted insert of the same row waits
+  -- for it, and two dispatchers inserting in their own shuffled orders waited on each other
+  -- (3 then 5 against 5 then 3) until PostgreSQL ended one as a deadlock, after a second
+  -- (test/races/shard-acquire-order.test.ts).
   INSERT INTO leases (name, owner, epoch, lease_until, acquired_at)
   SELECT 'dispatch:' || s, $1, nextval('dispatch_term'), now() + make_interval(secs => $3::float8 / 1000), now()
   FROM unnest($2::int[]) AS s
   WHERE EXISTS (SELECT 1 FROM region_authority WHERE home_region = $5)
     AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'dispatch:' || s)
+  ORDER BY s
   ON CONFLICT (name) DO NOTHING
   RETURNING name, epoch, lease_until
 )
