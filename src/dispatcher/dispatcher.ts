@@ -257,7 +257,8 @@ export class Dispatcher extends PeriodicLoop<number> {
     const dbNow = this.clock.now();
     const nextAt = next.at ?? next.notBefore;
     const jobIn = nextAt ? nextAt.getTime() - this.prestageMs - dbNow : Infinity;
-    const untilNext = Math.min(jobIn, this.generation.msUntilDue(dbNow));
+    const fireIn = this.generation.msUntilDue(dbNow);
+    const untilNext = Math.min(jobIn, fireIn);
     // A due job that the claim did not see means our clock runs ahead of the database's, or
     // (with a Redis index) that the relay has not added it yet, or that the index missed it
     // and the reconciliation pass will claim it: wait a little rather than spin. The relay
@@ -272,19 +273,25 @@ export class Dispatcher extends PeriodicLoop<number> {
     // been due a little before: one pass more, no spin.
     const dueSinceClaim = untilNext === jobIn && next.at !== undefined && next.at.getTime() - this.prestageMs >= claimStartedAt;
     // Only other shards' jobs read, the last of them due already: their holder is dead or
-    // behind (it has NEXT_DUE_LOOK due and unclaimed), and this dispatcher's next job is later
-    // than they tell, by how much unknown. Look again in a while, not in 5 ms: each look is a
-    // claim and a read. A job created meanwhile wakes it at its instant (its NOTIFY).
-    const blind = untilNext === jobIn && next.at === undefined;
+    // behind (it has NEXT_DUE_LOOK due and unclaimed). Not a job the claim missed: read again
+    // from now for this dispatcher's own next (held back by a quota, it waits for a token).
+    const blind = untilNext === jobIn && next.at === undefined && !this.claimer.held;
     this.sleepMs =
-      untilNext > 0
-        ? Math.min(this.o.pollIntervalMs, untilNext)
-        : dueSinceClaim
-          ? 0
-          : blind
-            ? Math.min(this.o.pollIntervalMs, OTHER_SHARDS_DUE_WAIT_MS)
-            : notSeen;
+      untilNext > 0 ? Math.min(this.o.pollIntervalMs, untilNext) : dueSinceClaim ? 0 : blind ? await this.waitPastOthersDue(held, fireIn, notSeen) : notSeen;
     return claimed;
+  }
+
+  /**
+   * The wait when the jobs due first are all other dispatchers' and overdue: until this one's
+   * own next job, read from the database's now, or its next schedule fire; at most
+   * OTHER_SHARDS_DUE_WAIT_MS when that read too finds only others' (its next is later than
+   * they tell, by how much unknown). Not 5 ms: each look is a claim and a read. A job created
+   * meanwhile wakes it at its instant (its NOTIFY).
+   */
+  private async waitPastOthersDue(held: readonly { shard: number }[], fireIn: number, notSeen: number): Promise<number> {
+    const next = await nextDueAt(this.o.db, { list: held.map((h) => h.shard), count: this.o.shards }, true);
+    const ownIn = next.at ? next.at.getTime() - this.prestageMs - this.clock.now() : Infinity;
+    return Math.max(notSeen, Math.min(this.o.pollIntervalMs, OTHER_SHARDS_DUE_WAIT_MS, ownIn, fireIn));
   }
 
   /** When the coordinator sweeps expired and misfired jobs next (database clock). */
