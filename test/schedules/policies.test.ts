@@ -286,8 +286,9 @@ for (const driver of DRIVERS) {
           await createSchedule(rt, { id: ids.skip, cron: EVERY_S, overlap: "skip", target: tgt("skip") });
           await createSchedule(rt, { id: ids.queue, cron: EVERY_S, overlap: "queue", max_queued: 1, target: tgt("queue") });
           // Per second, grace 1.5 s: five in eight window offsets (uniform in 0..4 s) exceed it.
-          // The calls made in the run (~15 over both schedules) all stay below it with odds of
-          // about 1 in 2.5 million. With a 2 s window a quarter did, and a CI run once drew none
+          // The calls made in the run (14-17 measured over both schedules) all stay below it
+          // with odds of (3/8)^n: ~1 in 2.5 million at 15, ~1 in 18,000 if a slow run made only
+          // 10. With a 2 s window a quarter did, and a CI run once drew none
           // of 1 in 4 over ~16 calls (odds ~1 in 100). Not the default 500 ms grace: PGlite runs
           // on the test process's thread, and in the full suite it started a job ~0.9 s after its
           // due instant, a misfire by the rules, not the window's fault.
