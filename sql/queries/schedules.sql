@@ -102,18 +102,58 @@ LIMIT $1
 FOR UPDATE SKIP LOCKED;
 
 -- name: NextFireAt
--- When generation has work next: the next fire or, with occurrences made $1 ms ahead (031),
--- the next instant one may be made ahead, as DueSchedules picks them, if earlier. The second
--- walks past the schedules declined in the lead window only, and runs only with a lead (an
--- InitPlan in a CASE branch not taken is never run).
-SELECT least(
-  (SELECT next_fire_at FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL ORDER BY next_fire_at LIMIT 1),
-  CASE WHEN $1::float8 > 0 THEN
-    (SELECT greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity'))
-     FROM schedules
-     WHERE NOT paused AND next_fire_at > now() AND ahead_checked_at IS DISTINCT FROM next_fire_at
-     ORDER BY next_fire_at LIMIT 1)
-  END) AS next_fire_at;
+-- When generation has work next, for the shards $2 (of $3; null: all, and $4 is then 1): among
+-- the first $4 schedules by next fire, the earliest of those shards, how many were read and
+-- the last one's fire; with occurrences made $1 ms ahead (031), the same over the schedules
+-- that may be made ahead (as DueSchedules picks them) by the instant one may be. None of those
+-- shards among a full read: their next is no earlier than the last read (less the lead).
+-- Before, it read the first schedule of any shard: one due in a shard another dispatcher holds
+-- (its holder dead or behind) kept the gate open, a generation transaction every 5 ms. The
+-- made-ahead read walks past the schedules declined in the lead window only, and runs only
+-- with a lead (a one-time filter).
+WITH due AS (
+  SELECT next_fire_at, slot FROM schedules
+  WHERE NOT paused AND next_fire_at IS NOT NULL
+  ORDER BY next_fire_at LIMIT $4
+), ahead AS (
+  SELECT next_fire_at, slot,
+    greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity')) AS at
+  FROM schedules
+  WHERE $1::float8 > 0 AND NOT paused AND next_fire_at > now() AND ahead_checked_at IS DISTINCT FROM next_fire_at
+  ORDER BY next_fire_at LIMIT $4
+)
+SELECT
+  (SELECT min(next_fire_at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) FROM due) AS due_mine,
+  (SELECT max(next_fire_at) FROM due) AS due_to,
+  (SELECT count(*)::int FROM due) AS due_read,
+  (SELECT min(at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) FROM ahead) AS ahead_mine,
+  (SELECT max(next_fire_at) - make_interval(secs => $1::float8 / 1000) FROM ahead) AS ahead_to,
+  (SELECT count(*)::int FROM ahead) AS ahead_read;
+
+-- name: NextFireAtFromNow
+-- NextFireAt read from the database's now: the generation gate's second look when the first
+-- read only other shards' schedules, due already. Its own due ones its pass just made. The
+-- made-ahead read starts where making ahead is still to come (a fire past now plus the lead):
+-- one whose made-ahead occurrence is still to come is found by its own fire.
+WITH due AS (
+  SELECT next_fire_at, slot FROM schedules
+  WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at >= now()
+  ORDER BY next_fire_at LIMIT $4
+), ahead AS (
+  SELECT next_fire_at, slot,
+    greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity')) AS at
+  FROM schedules
+  WHERE $1::float8 > 0 AND NOT paused AND next_fire_at >= now() + make_interval(secs => $1::float8 / 1000)
+    AND ahead_checked_at IS DISTINCT FROM next_fire_at
+  ORDER BY next_fire_at LIMIT $4
+)
+SELECT
+  (SELECT min(next_fire_at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) FROM due) AS due_mine,
+  (SELECT max(next_fire_at) FROM due) AS due_to,
+  (SELECT count(*)::int FROM due) AS due_read,
+  (SELECT min(at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) FROM ahead) AS ahead_mine,
+  (SELECT max(next_fire_at) - make_interval(secs => $1::float8 / 1000) FROM ahead) AS ahead_to,
+  (SELECT count(*)::int FROM ahead) AS ahead_read;
 
 -- name: LockSchedulesOfJobs
 -- The schedules of the jobs $1 (a replay), each locked, in one order (no deadlock between two

@@ -165,6 +165,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       pollIntervalMs: o.pollIntervalMs,
       catchupPerSecond: o.catchupPerSecond,
       leadMs: o.occurrenceLeadMs ?? 0,
+      shards: () => ({ list: this.shards.current.map((h) => h.shard), count: o.shards }),
       log: o.log,
       metrics: o.metrics,
     });

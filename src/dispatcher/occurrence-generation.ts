@@ -25,6 +25,11 @@ const RETRY_MIN_MS = 100;
  * the pass came back every ~10 ms with a warning line each while the error lasted.
  */
 const PUT_OFF_MS = 50;
+/**
+ * While the schedules due first are all other dispatchers' and due already (their holder dead
+ * or behind), the gate opens at least this often for this one's own (see readNextFire).
+ */
+const OTHER_SHARDS_FIRE_WAIT_MS = 50;
 
 export interface OccurrenceGenerationOptions {
   db: Db;
@@ -35,6 +40,8 @@ export interface OccurrenceGenerationOptions {
   catchupPerSecond: number;
   /** Occurrences are made this far ahead of their instant (SCHEDULER_OCCURRENCE_LEAD; 0: at it). */
   leadMs: number;
+  /** The shards this dispatcher holds now (of `count`): the gate reads their schedules only. */
+  shards: () => { list: number[]; count: number };
   log: Logger;
   metrics: Metrics;
 }
@@ -103,12 +110,26 @@ export class OccurrenceGeneration {
    * keep the gate). A schedule's NOTIFY that arrives while the read runs may be about a commit
    * its snapshot missed: kept, not overwritten by the answer (the gate stayed shut past that
    * schedule's instant until the next read).
+   *
+   * When the schedules read first are all other shards' and due already (their holder dead
+   * until its leases lapse, or behind), this one's next is read again from the database's
+   * now: the gate opens for it, and at least every OTHER_SHARDS_FIRE_WAIT_MS for one of its
+   * own a pass skipped (locked) and left due. Taking the others' as its own kept the gate
+   * open, a generation transaction on every pass, every 5 ms when idle.
    */
   async readNextFire(unlessReadSince = Infinity): Promise<void> {
     if (this.readAt >= unlessReadSince) return;
     this.notedDuringRead = Infinity;
-    const fire = await nextFireAt(this.o.db, this.o.leadMs);
-    this.dueAt = Math.min(fire?.getTime() ?? Infinity, this.notedDuringRead);
+    const shards = this.o.shards();
+    const fire = await nextFireAt(this.o.db, this.o.leadMs, shards);
+    let at = (fire.at ?? fire.notBefore)?.getTime() ?? Infinity;
+    if (fire.notBefore && at <= this.o.clock.now()) {
+      const own = await nextFireAt(this.o.db, this.o.leadMs, shards, true);
+      // The gate opens skewMs + 50 before dueAt (runIfDue): the margin is added back.
+      const capAt = this.o.clock.now() + this.o.skewMs + 50 + OTHER_SHARDS_FIRE_WAIT_MS;
+      at = Math.min((own.at ?? own.notBefore)?.getTime() ?? Infinity, capAt);
+    }
+    this.dueAt = Math.min(at, this.notedDuringRead);
     this.readAt = performance.now();
   }
 

@@ -217,9 +217,43 @@ export async function deleteSchedule(db: Db, tenant: string, id: string, by: Act
   });
 }
 
-/** When generation has work next: the next fire, or with a lead (ms) the next instant an occurrence may be made ahead. */
-export async function nextFireAt(db: Queryable, leadMs = 0): Promise<Date | undefined> {
-  return (await db.query<{ next_fire_at: Date | null }>(sql("NextFireAt"), [leadMs]))[0]?.next_fire_at ?? undefined;
+/** Schedules NextFireAt reads at most, by next fire, looking for one in the shards asked for. */
+export const NEXT_FIRE_LOOK = 64;
+
+interface NextFireRow {
+  due_mine: Date | null;
+  due_to: Date | null;
+  due_read: number;
+  ahead_mine: Date | null;
+  ahead_to: Date | null;
+  ahead_read: number;
+}
+
+/**
+ * When generation has work next in the shards `list` (of `count`; absent: all): `at`, the next
+ * fire of one of them or, with a lead (ms), the next instant an occurrence may be made ahead;
+ * or, when the first NEXT_FIRE_LOOK read tell only that theirs is later, `notBefore`, the bound
+ * they give (earlier than any `at` found, else `at` is given). Neither: none scheduled.
+ * `fromNow`: only fires from the database's now on (NextFireAtFromNow).
+ */
+export async function nextFireAt(
+  db: Queryable,
+  leadMs = 0,
+  shards?: { list: number[]; count: number },
+  fromNow = false,
+): Promise<{ at?: Date; notBefore?: Date }> {
+  const all = !shards || new Set(shards.list).size >= shards.count;
+  const look = all ? 1 : NEXT_FIRE_LOOK;
+  const [r] = await db.query<NextFireRow>(sql(fromNow ? "NextFireAtFromNow" : "NextFireAt"), [leadMs, all ? null : shards.list, shards?.count ?? 1, look]);
+  if (!r) return {};
+  const at = earliest(r.due_mine, r.ahead_mine);
+  const bound = earliest(r.due_read >= look && !r.due_mine ? r.due_to : null, r.ahead_read >= look && !r.ahead_mine ? r.ahead_to : null);
+  if (bound && (!at || bound < at)) return { notBefore: bound };
+  return at ? { at } : {};
+}
+
+function earliest(a: Date | null, b: Date | null): Date | null {
+  return a && b ? (a <= b ? a : b) : (a ?? b);
 }
 
 /** The nominal time (ISO) of the occurrence made ahead that unstageOccurrence took back, if it took one. */

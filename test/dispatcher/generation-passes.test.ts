@@ -163,6 +163,7 @@ for (const driver of DRIVERS) {
         pollIntervalMs: 1000,
         catchupPerSecond: 1000,
         leadMs: 0,
+        shards: () => ({ list: [0], count: 1 }),
         log: silentLogger,
         metrics: new Metrics(),
       });

@@ -13,6 +13,9 @@
  */
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Runtime } from "../../src/runtime.ts";
+import type { Db } from "../../src/store/db.ts";
+import { insertSchedule, NEXT_FIRE_LOOK, nextFireAt } from "../../src/store/schedules.ts";
+import { scheduleFields } from "../schedules/gen-support.ts";
 import { NEXT_DUE_LOOK } from "../../src/store/dispatch-queries.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { eventually } from "../helpers/target.ts";
@@ -25,6 +28,18 @@ function idInShard(shard: 0 | 1): string {
   const slot = shard * 2048 + Math.floor(Math.random() * 2048);
   return id.slice(0, -3) + slot.toString(16).padStart(3, "0");
 }
+
+/** A schedule id (tenant "default") whose slot puts it in shard `shard` of 2. */
+async function scheduleIdInShard(db: Db, shard: 0 | 1): Promise<string> {
+  for (;;) {
+    const id = `s-${crypto.randomUUID().slice(0, 8)}`;
+    const [{ slot }] = await db.query<{ slot: number }>("SELECT hashtext('default/' || $1) & 4095 AS slot", [id]);
+    if (Math.floor(slot / 2048) === shard) return id;
+  }
+}
+
+const YEARLY = "0 0 0 1 1 *";
+const by = { actor: "test", reason: null };
 
 /** Passes the dispatcher ends in `ms`. */
 async function passesIn(rt: Runtime, ms: number): Promise<number> {
@@ -109,6 +124,51 @@ for (const driver of DRIVERS) {
       // Claimed by the next 50 ms look, ~70 % of them came 15 ms late or more (all but one in
       // a hundred runs had 3 or more of 8); at their instants, a busy machine's odd one.
       expect(late.filter((ms) => ms >= 15).length, `late ms: ${late.join(", ")}`).toBeLessThanOrEqual(2);
+    });
+
+    test("a schedule of the other's overdue: no generation pass every 5 ms, and its own schedule's occurrence made on time", async () => {
+      await insertSchedule(
+        t.db,
+        scheduleFields(await scheduleIdInShard(t.db, 1), { cron: YEARLY, next_fire_at: new Date(Date.now() - 1000), misfire: "skip" }),
+        by,
+      );
+      rt = await start();
+      const own = await scheduleIdInShard(t.db, 0);
+      const fireAt = Date.now() + 1500;
+      await insertSchedule(t.db, scheduleFields(own, { cron: YEARLY, next_fire_at: new Date(fireAt), misfire: "skip" }), by);
+      await rt.dispatcher!.passDone({ poke: true });
+      // The gate took the other's overdue schedule for its own: a generation transaction on
+      // every pass, a pass every 5 ms (~100-200 a second).
+      expect(await passesIn(rt, 1000)).toBeLessThanOrEqual(5);
+      await eventually(async () => (await t.db.query("SELECT 1 FROM jobs WHERE schedule_id = $1", [own])).length === 1, 5000, "its occurrence made");
+      const [{ late_ms }] = await t.db.query<{ late_ms: number }>(
+        "SELECT extract(epoch FROM created_at - nominal_time)::float8 * 1000 AS late_ms FROM jobs WHERE schedule_id = $1",
+        [own],
+      );
+      expect(late_ms).toBeGreaterThanOrEqual(0);
+      expect(late_ms).toBeLessThan(500);
+      // The other's schedule was never its to make.
+      const [{ n }] = await t.db.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE schedule_id <> $1", [own]);
+      expect(n).toBe(0);
+    });
+
+    test("NextFireAt: past a full read of the other's schedules, a bound; from now, its own", async () => {
+      const now = Date.now();
+      for (let i = 0; i < NEXT_FIRE_LOOK; i++) {
+        const id = await scheduleIdInShard(t.db, 1);
+        await insertSchedule(t.db, scheduleFields(id, { cron: YEARLY, next_fire_at: new Date(now - 60_000 + i), misfire: "skip" }), by);
+      }
+      const own = now + 30_000;
+      await insertSchedule(t.db, scheduleFields(await scheduleIdInShard(t.db, 0), { cron: YEARLY, next_fire_at: new Date(own), misfire: "skip" }), by);
+      const mine = { list: [0], count: 2 };
+      expect(await nextFireAt(t.db, 0, mine)).toEqual({ notBefore: new Date(now - 60_000 + NEXT_FIRE_LOOK - 1) });
+      expect(await nextFireAt(t.db, 0, mine, true)).toEqual({ at: new Date(own) });
+      // Every shard: the first schedule, as before shards.
+      expect(await nextFireAt(t.db, 0, { list: [0, 1], count: 2 })).toEqual({ at: new Date(now - 60_000) });
+      // Made ahead 10 s before: the own one's instant to be made, found in the first read's
+      // made-ahead half (the other's are due already, not ahead).
+      expect(await nextFireAt(t.db, 10_000, mine)).toEqual({ notBefore: new Date(now - 60_000 + NEXT_FIRE_LOOK - 1) });
+      expect(await nextFireAt(t.db, 10_000, mine, true)).toEqual({ at: new Date(own - 10_000) });
     });
 
     test("fewer of the other's jobs overdue than it reads: it sleeps until its own next job, which is claimed on time", async () => {

@@ -97,8 +97,8 @@ for (const driver of DRIVERS) {
       expect(scheduleView(s, null).next_fire_at).toBe(new Date(t).toISOString());
       // Nothing more to make ahead: the next pass finds nothing, the gate names the far one.
       expect(await pass(d.db)).toBe(0);
-      expect((await nextFireAt(d.db, LEAD_MS))!.getTime()).toBe(far - LEAD_MS);
-      expect((await nextFireAt(d.db))!.getTime()).toBe(far);
+      expect((await nextFireAt(d.db, LEAD_MS)).at!.getTime()).toBe(far - LEAD_MS);
+      expect((await nextFireAt(d.db)).at!.getTime()).toBe(far);
       await Bun.sleep(Math.max(0, t - Date.now() + 50));
       // Its instant passed: the view shows the rule's next.
       expect(scheduleView(await row(d.db, "ahead-allow"), null).next_fire_at).toBe(s.next_fire_at!.toISOString());
@@ -126,7 +126,7 @@ for (const driver of DRIVERS) {
       }
       // Declined for this instant: no pass looks at them again before it, and the gate waits for it.
       expect(await pass(d.db)).toBe(0);
-      expect((await nextFireAt(d.db, LEAD_MS))!.getTime()).toBe(t);
+      expect((await nextFireAt(d.db, LEAD_MS)).at!.getTime()).toBe(t);
 
       // The running one ends before the instant: at the instant the occurrence is made.
       await d.db.query("UPDATE jobs SET status = 'succeeded', finished_at = now() WHERE id = $1", [running]);
