@@ -216,13 +216,13 @@ SELECT min(due_at) FILTER (WHERE $1::int[] IS NULL OR (slot * $2::int / 4096) = 
   max(due_at) AS read_to, count(*)::int AS read
 FROM (SELECT due_at, slot FROM jobs WHERE status = 'scheduled' AND due_at < 'infinity' ORDER BY due_at LIMIT $3) s;
 
--- name: NextDueAtFromNow
--- NextDueAt read from the database's now: the dispatcher's second look when the first read only
--- other shards' overdue jobs. Its own overdue jobs its claim just took, so its next is not
--- before now; without this read, one due soon waited for the look every 50 ms.
+-- name: NextDueAtFrom
+-- NextDueAt from $4 on: the dispatcher's second look when the first read only other shards'
+-- overdue jobs. $4 is when its claim began (database clock, as the process last measured it):
+-- its own jobs due before that the claim took, unless locked; one due since is read here.
 SELECT min(due_at) FILTER (WHERE $1::int[] IS NULL OR (slot * $2::int / 4096) = ANY($1::int[])) AS mine,
   max(due_at) AS read_to, count(*)::int AS read
-FROM (SELECT due_at, slot FROM jobs WHERE status = 'scheduled' AND due_at >= now() AND due_at < 'infinity' ORDER BY due_at LIMIT $3) s;
+FROM (SELECT due_at, slot FROM jobs WHERE status = 'scheduled' AND due_at >= $4::timestamptz AND due_at < 'infinity' ORDER BY due_at LIMIT $3) s;
 
 -- name: NotifyQueued
 SELECT pg_notify('scheduler_queued', $1::text);

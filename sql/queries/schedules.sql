@@ -130,20 +130,22 @@ SELECT
   (SELECT max(next_fire_at) - make_interval(secs => $1::float8 / 1000) FROM ahead) AS ahead_to,
   (SELECT count(*)::int FROM ahead) AS ahead_read;
 
--- name: NextFireAtFromNow
--- NextFireAt read from the database's now: the generation gate's second look when the first
--- read only other shards' schedules, due already. Its own due ones its pass just made. The
--- made-ahead read starts where making ahead is still to come (a fire past now plus the lead):
--- one whose made-ahead occurrence is still to come is found by its own fire.
+-- name: NextFireAtFrom
+-- NextFireAt from $5 on: the generation gate's second look when the first read only other
+-- shards' schedules, due already. $5 is when this dispatcher's last generation pass began
+-- (database clock, as the process last measured it): its own schedules due before that the
+-- pass made, unless locked; one due since is read here. The made-ahead half starts where
+-- making ahead was still to come at $5 (a fire past $5 plus the lead): a schedule whose
+-- made-ahead occurrence was still to come then is found by its own fire.
 WITH due AS (
   SELECT next_fire_at, slot FROM schedules
-  WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at >= now()
+  WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at >= $5::timestamptz
   ORDER BY next_fire_at LIMIT $4
 ), ahead AS (
   SELECT next_fire_at, slot,
     greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity')) AS at
   FROM schedules
-  WHERE $1::float8 > 0 AND NOT paused AND next_fire_at >= now() + make_interval(secs => $1::float8 / 1000)
+  WHERE $1::float8 > 0 AND NOT paused AND next_fire_at >= $5::timestamptz + make_interval(secs => $1::float8 / 1000)
     AND ahead_checked_at IS DISTINCT FROM next_fire_at
   ORDER BY next_fire_at LIMIT $4
 )

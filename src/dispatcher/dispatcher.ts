@@ -75,11 +75,6 @@ interface ClaimOutcome {
 export const DISPATCH_LEASE = "dispatch";
 /** How soon a dispatcher looks again at a full worker in its process (no statement runs then). */
 const LOCAL_FULL_RECHECK_MS = 10;
-/**
- * How soon a dispatcher looks again when the next jobs due are all other dispatchers' and due
- * already (their holder dead or behind): its own next is later, by how much it cannot tell.
- */
-const OTHER_SHARDS_DUE_WAIT_MS = 50;
 
 /**
  * Finds due jobs and queues them for workers, while it holds the dispatch lease. Wakes on
@@ -154,7 +149,8 @@ export class Dispatcher extends PeriodicLoop<number> {
       log: o.log,
       metrics: o.metrics,
       onChange: (held) => {
-        if (held.length > 0) this.poke();
+        // Shards taken may have schedules due: the generation gate read only those held before.
+        if (held.length > 0) this.lookNow();
         o.index?.read(held.length > 0).catch((err: unknown) => o.log.error({ err }, "switching the due index reader failed"));
       },
     });
@@ -275,24 +271,32 @@ export class Dispatcher extends PeriodicLoop<number> {
     const dueSinceClaim = untilNext === jobIn && next.at !== undefined && next.at.getTime() - this.prestageMs >= claimStartedAt;
     // Only other shards' jobs read, the last of them due already: their holder is dead or
     // behind (it has NEXT_DUE_LOOK due and unclaimed). Not a job the claim missed: read again
-    // from now for this dispatcher's own next (held back by a quota, it waits for a token).
+    // from the claim's start for this dispatcher's own next (held back by a quota, it waits
+    // for a token).
     const blind = untilNext === jobIn && next.at === undefined && !this.claimer.held;
     this.sleepMs =
-      untilNext > 0 ? Math.min(this.o.pollIntervalMs, untilNext) : dueSinceClaim ? 0 : blind ? await this.waitPastOthersDue(held, fireIn, notSeen) : notSeen;
+      untilNext > 0
+        ? Math.min(this.o.pollIntervalMs, untilNext)
+        : dueSinceClaim
+          ? 0
+          : blind
+            ? await this.waitPastOthersDue(held, claimStartedAt, fireIn, notSeen)
+            : notSeen;
     return claimed;
   }
 
   /**
    * The wait when the jobs due first are all other dispatchers' and overdue: until this one's
-   * own next job, read from the database's now, or its next schedule fire; at most
-   * OTHER_SHARDS_DUE_WAIT_MS when that read too finds only others' (its next is later than
-   * they tell, by how much unknown). Not 5 ms: each look is a claim and a read. A job created
-   * meanwhile wakes it at its instant (its NOTIFY).
+   * own next job, read from when its claim began (one due since then, or one the claim found
+   * locked, is due now: a look again soon), or its next schedule fire. Waiting 50 ms between
+   * blind looks made its own jobs up to 50 ms late. A job created meanwhile wakes it at its
+   * instant (its NOTIFY).
    */
-  private async waitPastOthersDue(held: readonly { shard: number }[], fireIn: number, notSeen: number): Promise<number> {
-    const next = await nextDueAt(this.o.db, { list: held.map((h) => h.shard), count: this.o.shards }, true);
-    const ownIn = next.at ? next.at.getTime() - this.prestageMs - this.clock.now() : Infinity;
-    return Math.max(notSeen, Math.min(this.o.pollIntervalMs, OTHER_SHARDS_DUE_WAIT_MS, ownIn, fireIn));
+  private async waitPastOthersDue(held: readonly { shard: number }[], claimStartedAt: number, fireIn: number, notSeen: number): Promise<number> {
+    const next = await nextDueAt(this.o.db, { list: held.map((h) => h.shard), count: this.o.shards }, new Date(claimStartedAt));
+    const nextAt = next.at ?? next.notBefore;
+    const ownIn = nextAt ? nextAt.getTime() - this.prestageMs - this.clock.now() : Infinity;
+    return Math.max(notSeen, Math.min(this.o.pollIntervalMs, ownIn, fireIn));
   }
 
   /** When the coordinator sweeps expired and misfired jobs next (database clock). */

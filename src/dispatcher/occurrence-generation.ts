@@ -25,12 +25,6 @@ const RETRY_MIN_MS = 100;
  * the pass came back every ~10 ms with a warning line each while the error lasted.
  */
 const PUT_OFF_MS = 50;
-/**
- * While the schedules due first are all other dispatchers' and due already (their holder dead
- * or behind), the gate opens at least this often for this one's own (see readNextFire).
- */
-const OTHER_SHARDS_FIRE_WAIT_MS = 50;
-
 export interface OccurrenceGenerationOptions {
   db: Db;
   /** The database's clock as last measured: due instants are on it. */
@@ -71,6 +65,8 @@ export class OccurrenceGeneration {
   private notedDuringRead = Infinity;
   /** When the next fire was last read (performance.now()). */
   private readAt = -Infinity;
+  /** When the last pass that ran began (database clock, as last measured; epoch ms). */
+  private passFrom = -Infinity;
 
   constructor(private readonly o: OccurrenceGenerationOptions) {
     this.generator = new ScheduleGenerator({
@@ -112,24 +108,23 @@ export class OccurrenceGeneration {
    * schedule's instant until the next read).
    *
    * When the schedules read first are all other shards' and due already (their holder dead
-   * until its leases lapse, or behind), this one's next is read again from the database's
-   * now: the gate opens for it, and at least every OTHER_SHARDS_FIRE_WAIT_MS for one of its
-   * own a pass skipped (locked) and left due. Taking the others' as its own kept the gate
-   * open, a generation transaction on every pass, every 5 ms when idle.
+   * until its leases lapse, or behind), this one's next is read again from when its last pass
+   * began: its own due before then that pass made (or found locked: a locked one waits for the
+   * next read, a poll interval at most). Taking the others' as its own kept the gate open, a
+   * generation transaction on every pass, every 5 ms when idle.
    */
   async readNextFire(unlessReadSince = Infinity): Promise<void> {
     if (this.readAt >= unlessReadSince) return;
     this.notedDuringRead = Infinity;
     const shards = this.o.shards();
     const fire = await nextFireAt(this.o.db, this.o.leadMs, shards);
-    let at = (fire.at ?? fire.notBefore)?.getTime() ?? Infinity;
-    if (fire.notBefore && at <= this.o.clock.now()) {
-      const own = await nextFireAt(this.o.db, this.o.leadMs, shards, true);
-      // The gate opens skewMs + 50 before dueAt (runIfDue): the margin is added back.
-      const capAt = this.o.clock.now() + this.o.skewMs + 50 + OTHER_SHARDS_FIRE_WAIT_MS;
-      at = Math.min((own.at ?? own.notBefore)?.getTime() ?? Infinity, capAt);
+    let next = fire.at ?? fire.notBefore;
+    // No pass yet: the gate opens, and the pass tells from when to read.
+    if (fire.notBefore && fire.notBefore.getTime() <= this.o.clock.now() && Number.isFinite(this.passFrom)) {
+      const own = await nextFireAt(this.o.db, this.o.leadMs, shards, new Date(this.passFrom));
+      next = own.at ?? own.notBefore;
     }
-    this.dueAt = Math.min(at, this.notedDuringRead);
+    this.dueAt = Math.min(next?.getTime() ?? Infinity, this.notedDuringRead);
     this.readAt = performance.now();
   }
 
@@ -166,7 +161,9 @@ export class OccurrenceGeneration {
     if (performance.now() < this.retryAt) return;
     try {
       const batch = this.backlog ? SCHEDULE_BACKLOG_BATCH : SCHEDULE_BATCH;
+      const startedAt = this.o.clock.now();
       const n = await this.generator.runOnce(fence, batch);
+      this.passFrom = startedAt;
       // Schedules put off by a transient error (the generator logged which) are still due:
       // the next pass waits a little, or it would come at once.
       const putOff = this.generator.lastPassPutOff;
