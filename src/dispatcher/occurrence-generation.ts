@@ -109,9 +109,9 @@ export class OccurrenceGeneration {
    *
    * When the schedules read first are all other shards' and due already (their holder dead
    * until its leases lapse, or behind), this one's next is read again from when its last pass
-   * began: its own due before then that pass made (or found locked: a locked one waits for the
-   * next read, a poll interval at most). Taking the others' as its own kept the gate open, a
-   * generation transaction on every pass, every 5 ms when idle.
+   * began: its own due before then that pass made, or found locked (the gate opens a poll
+   * interval on for those). Taking the others' as its own kept the gate open, a generation
+   * transaction on every pass, every 5 ms when idle.
    */
   async readNextFire(unlessReadSince = Infinity): Promise<void> {
     if (this.readAt >= unlessReadSince) return;
@@ -122,7 +122,12 @@ export class OccurrenceGeneration {
     // No pass yet: the gate opens, and the pass tells from when to read.
     if (fire.notBefore && fire.notBefore.getTime() <= this.o.clock.now() && Number.isFinite(this.passFrom)) {
       const own = await nextFireAt(this.o.db, this.o.leadMs, shards, new Date(this.passFrom));
-      next = own.at ?? own.notBefore;
+      // Open a poll interval after that pass all the same (the gate opens skewMs + 50 early):
+      // one of its own that was locked when the pass ran is due from before it, and no read
+      // from it would find it again while the others' stay due. From the pass, not from now:
+      // each idle pass reads again.
+      const recheck = this.passFrom + this.o.skewMs + 50 + this.o.pollIntervalMs;
+      next = new Date(Math.min((own.at ?? own.notBefore)?.getTime() ?? Infinity, recheck));
     }
     this.dueAt = Math.min(next?.getTime() ?? Infinity, this.notedDuringRead);
     this.readAt = performance.now();

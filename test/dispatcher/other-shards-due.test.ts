@@ -18,6 +18,7 @@ import type { Db } from "../../src/store/db.ts";
 import { insertSchedule, NEXT_FIRE_LOOK, nextFireAt } from "../../src/store/schedules.ts";
 import { scheduleFields } from "../schedules/gen-support.ts";
 import { NEXT_DUE_LOOK } from "../../src/store/dispatch-queries.ts";
+import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
 import { eventually } from "../helpers/target.ts";
 import { insertJob } from "../helpers/jobs.ts";
@@ -174,6 +175,47 @@ for (const driver of DRIVERS) {
       const [{ n }] = await t.db.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE schedule_id <> $1", [own]);
       expect(n).toBe(0);
     });
+
+    // PostgreSQL only: PGlite has one connection, no lock can be held beside the pass.
+    if (driver === "postgres") {
+      test("its own schedule locked when its pass ran is made a poll interval after the lock goes, the other's still overdue", async () => {
+        for (let i = 0; i < NEXT_FIRE_LOOK + 6; i++) {
+          const id = await scheduleIdInShard(t.db, 1);
+          await insertSchedule(t.db, scheduleFields(id, { cron: YEARLY, next_fire_at: new Date(Date.now() - 1000), misfire: "skip" }), by);
+        }
+        rt = await startScheduler(t.db, { SCHEDULER_SHARDS: "2", SCHEDULER_POLL_INTERVAL: "1s" }, { mode: "dispatcher" });
+        await eventually(() => rt!.dispatcher!.shards.current.length === 1, 5000, "the scheduler holding shard 0");
+        const own = await scheduleIdInShard(t.db, 0);
+        const fireAt = Date.now() + 800;
+        await insertSchedule(t.db, scheduleFields(own, { cron: YEARLY, next_fire_at: new Date(fireAt), misfire: "skip", misfire_grace_ms: 600_000 }), by);
+        // Locked across its instant by a transaction of the test's: its pass skips it.
+        const conn = openPostgres({ url: t.url!, maxConnections: 1, applicationName: "test-lock-holder" });
+        let release!: () => void;
+        const released = new Promise<void>((r) => (release = r));
+        let locked!: () => void;
+        const isLocked = new Promise<void>((r) => (locked = r));
+        const held = conn.tx(async (q) => {
+          await q.query("SELECT 1 FROM schedules WHERE tenant = 'default' AND id = $1 FOR UPDATE", [own]);
+          locked();
+          await released;
+        });
+        try {
+          await isLocked;
+          await Bun.sleep(Math.max(0, fireAt - Date.now() + 600));
+          expect((await t.db.query("SELECT 1 FROM jobs WHERE schedule_id = $1", [own])).length).toBe(0);
+          release();
+          await held;
+          const freed = Date.now();
+          // Read only from its last pass on, it was never found again while the other's stayed due.
+          await eventually(async () => (await t.db.query("SELECT 1 FROM jobs WHERE schedule_id = $1", [own])).length === 1, 5000, "its occurrence made");
+          expect(Date.now() - freed).toBeLessThan(2000);
+        } finally {
+          release();
+          await held.catch(() => {});
+          await conn.close();
+        }
+      });
+    }
 
     test("a shard taken over opens the generation gate: its due schedule made at once, by a dispatcher that never idles", async () => {
       // Its queue full (no worker takes from it): every pass is capped and never reaches the
