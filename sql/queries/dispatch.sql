@@ -212,17 +212,14 @@ SELECT count(*) AS n FROM (SELECT 1 FROM jobs WHERE status = 'queued' AND priori
 -- dispatcher's next job falls due no earlier than that last instant. Before, it read the first
 -- job of any shard, and one due in a shard it does not hold (its holder dead or behind) made it
 -- pass again every 5 ms, a claim and this statement each time, until that job was claimed.
+-- $4 (null: from the first): jobs due from then on only, its second look when the first read
+-- only other shards' overdue jobs. $4 is when its claim began: its own due before then the
+-- claim took, unless locked; one due since is read here.
 SELECT min(due_at) FILTER (WHERE $1::int[] IS NULL OR (slot * $2::int / 4096) = ANY($1::int[])) AS mine,
   max(due_at) AS read_to, count(*)::int AS read
-FROM (SELECT due_at, slot FROM jobs WHERE status = 'scheduled' AND due_at < 'infinity' ORDER BY due_at LIMIT $3) s;
-
--- name: NextDueAtFrom
--- NextDueAt from $4 on: the dispatcher's second look when the first read only other shards'
--- overdue jobs. $4 is when its claim began (database clock, as the process last measured it):
--- its own jobs due before that the claim took, unless locked; one due since is read here.
-SELECT min(due_at) FILTER (WHERE $1::int[] IS NULL OR (slot * $2::int / 4096) = ANY($1::int[])) AS mine,
-  max(due_at) AS read_to, count(*)::int AS read
-FROM (SELECT due_at, slot FROM jobs WHERE status = 'scheduled' AND due_at >= $4::timestamptz AND due_at < 'infinity' ORDER BY due_at LIMIT $3) s;
+FROM (SELECT due_at, slot FROM jobs
+      WHERE status = 'scheduled' AND due_at >= coalesce($4::timestamptz, '-infinity') AND due_at < 'infinity'
+      ORDER BY due_at LIMIT $3) s;
 
 -- name: NotifyQueued
 SELECT pg_notify('scheduler_queued', $1::text);

@@ -111,41 +111,21 @@ FOR UPDATE SKIP LOCKED;
 -- (its holder dead or behind) kept the gate open, a generation transaction every 5 ms. The
 -- made-ahead read walks past the schedules declined in the lead window only, and runs only
 -- with a lead (a one-time filter).
+-- $5 (null: from the first): fires from then on only, the gate's second look when the first
+-- read only other shards' schedules, due already. $5 is when this dispatcher's last pass began:
+-- its own due before then that pass made, unless locked. The made-ahead half then starts at a
+-- fire past $5 plus the lead: one whose made-ahead occurrence was still to come at $5 is found
+-- by its own fire. An index bound either way (coalesce of a parameter).
 WITH due AS (
   SELECT next_fire_at, slot FROM schedules
-  WHERE NOT paused AND next_fire_at IS NOT NULL
+  WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at >= coalesce($5::timestamptz, '-infinity')
   ORDER BY next_fire_at LIMIT $4
 ), ahead AS (
   SELECT next_fire_at, slot,
     greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity')) AS at
   FROM schedules
-  WHERE $1::float8 > 0 AND NOT paused AND next_fire_at > now() AND ahead_checked_at IS DISTINCT FROM next_fire_at
-  ORDER BY next_fire_at LIMIT $4
-)
-SELECT
-  (SELECT min(next_fire_at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) FROM due) AS due_mine,
-  (SELECT max(next_fire_at) FROM due) AS due_to,
-  (SELECT count(*)::int FROM due) AS due_read,
-  (SELECT min(at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) FROM ahead) AS ahead_mine,
-  (SELECT max(next_fire_at) - make_interval(secs => $1::float8 / 1000) FROM ahead) AS ahead_to,
-  (SELECT count(*)::int FROM ahead) AS ahead_read;
-
--- name: NextFireAtFrom
--- NextFireAt from $5 on: the generation gate's second look when the first read only other
--- shards' schedules, due already. $5 is when this dispatcher's last generation pass began
--- (database clock, as the process last measured it): its own schedules due before that the
--- pass made, unless locked; one due since is read here. The made-ahead half starts where
--- making ahead was still to come at $5 (a fire past $5 plus the lead): a schedule whose
--- made-ahead occurrence was still to come then is found by its own fire.
-WITH due AS (
-  SELECT next_fire_at, slot FROM schedules
-  WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at >= $5::timestamptz
-  ORDER BY next_fire_at LIMIT $4
-), ahead AS (
-  SELECT next_fire_at, slot,
-    greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity')) AS at
-  FROM schedules
-  WHERE $1::float8 > 0 AND NOT paused AND next_fire_at >= $5::timestamptz + make_interval(secs => $1::float8 / 1000)
+  WHERE $1::float8 > 0 AND NOT paused AND next_fire_at > now()
+    AND next_fire_at >= coalesce($5::timestamptz + make_interval(secs => $1::float8 / 1000), '-infinity')
     AND ahead_checked_at IS DISTINCT FROM next_fire_at
   ORDER BY next_fire_at LIMIT $4
 )

@@ -90,14 +90,17 @@ export const NEXT_DUE_LOOK = 64;
  * NEXT_DUE_LOOK scheduled jobs in due order tell: `at`, that instant; or, none of them being
  * in those shards, `notBefore`, the last one's (the next of these shards is no earlier);
  * neither when no job is scheduled in those shards. See NextDueAt. `from`: only jobs due from
- * that instant on (NextDueAtFrom).
+ * that instant on.
  */
 export async function nextDueAt(db: Queryable, shards: { list: number[]; count: number }, from?: Date): Promise<{ at?: Date; notBefore?: Date }> {
   const all = new Set(shards.list).size >= shards.count;
   const look = all ? 1 : NEXT_DUE_LOOK;
-  const params: unknown[] = [all ? null : shards.list, shards.count, look];
-  if (from) params.push(from.toISOString());
-  const [r] = await db.query<{ mine: Date | null; read_to: Date | null; read: number }>(sql(from ? "NextDueAtFrom" : "NextDueAt"), params);
+  const [r] = await db.query<{ mine: Date | null; read_to: Date | null; read: number }>(sql("NextDueAt"), [
+    all ? null : shards.list,
+    shards.count,
+    look,
+    from?.toISOString() ?? null,
+  ]);
   if (r?.mine) return { at: r.mine };
   if (r && r.read >= look && r.read_to) return { notBefore: r.read_to };
   return {};

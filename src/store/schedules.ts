@@ -234,14 +234,12 @@ interface NextFireRow {
  * fire of one of them or, with a lead (ms), the next instant an occurrence may be made ahead;
  * or, when the first NEXT_FIRE_LOOK read tell only that theirs is later, `notBefore`, the bound
  * they give (earlier than any `at` found, else `at` is given). Neither: none scheduled.
- * `from`: only fires from that instant on (NextFireAtFrom).
+ * `from`: only fires from that instant on.
  */
 export async function nextFireAt(db: Queryable, leadMs = 0, shards?: { list: number[]; count: number }, from?: Date): Promise<{ at?: Date; notBefore?: Date }> {
   const all = !shards || new Set(shards.list).size >= shards.count;
   const look = all ? 1 : NEXT_FIRE_LOOK;
-  const params: unknown[] = [leadMs, all ? null : shards.list, shards?.count ?? 1, look];
-  if (from) params.push(from.toISOString());
-  const [r] = await db.query<NextFireRow>(sql(from ? "NextFireAtFrom" : "NextFireAt"), params);
+  const [r] = await db.query<NextFireRow>(sql("NextFireAt"), [leadMs, all ? null : shards.list, shards?.count ?? 1, look, from?.toISOString() ?? null]);
   if (!r) return {};
   const at = earliest(r.due_mine, r.ahead_mine);
   const bound = earliest(r.due_read >= look && !r.due_mine ? r.due_to : null, r.ahead_read >= look && !r.ahead_mine ? r.ahead_to : null);

@@ -18,8 +18,8 @@ import type { Db } from "../../src/store/db.ts";
 import { insertSchedule, NEXT_FIRE_LOOK, nextFireAt } from "../../src/store/schedules.ts";
 import { scheduleFields } from "../schedules/gen-support.ts";
 import { NEXT_DUE_LOOK } from "../../src/store/dispatch-queries.ts";
-import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { DRIVERS, freshDb, type TestDb } from "../helpers/db.ts";
+import { holdRowLock } from "../helpers/row-lock.ts";
 import { eventually } from "../helpers/target.ts";
 import { insertJob } from "../helpers/jobs.ts";
 import { startScheduler } from "../helpers/scheduler.ts";
@@ -189,30 +189,17 @@ for (const driver of DRIVERS) {
         const fireAt = Date.now() + 800;
         await insertSchedule(t.db, scheduleFields(own, { cron: YEARLY, next_fire_at: new Date(fireAt), misfire: "skip", misfire_grace_ms: 600_000 }), by);
         // Locked across its instant by a transaction of the test's: its pass skips it.
-        const conn = openPostgres({ url: t.url!, maxConnections: 1, applicationName: "test-lock-holder" });
-        let release!: () => void;
-        const released = new Promise<void>((r) => (release = r));
-        let locked!: () => void;
-        const isLocked = new Promise<void>((r) => (locked = r));
-        const held = conn.tx(async (q) => {
-          await q.query("SELECT 1 FROM schedules WHERE tenant = 'default' AND id = $1 FOR UPDATE", [own]);
-          locked();
-          await released;
-        });
+        const lock = await holdRowLock(t.url!, "SELECT 1 FROM schedules WHERE tenant = 'default' AND id = $1 FOR UPDATE", [own]);
         try {
-          await isLocked;
           await Bun.sleep(Math.max(0, fireAt - Date.now() + 600));
           expect((await t.db.query("SELECT 1 FROM jobs WHERE schedule_id = $1", [own])).length).toBe(0);
-          release();
-          await held;
+          await lock.release();
           const freed = Date.now();
           // Read only from its last pass on, it was never found again while the other's stayed due.
           await eventually(async () => (await t.db.query("SELECT 1 FROM jobs WHERE schedule_id = $1", [own])).length === 1, 5000, "its occurrence made");
           expect(Date.now() - freed).toBeLessThan(2000);
         } finally {
-          release();
-          await held.catch(() => {});
-          await conn.close();
+          await lock.release();
         }
       });
     }

@@ -17,6 +17,7 @@ import { seedAuthority } from "../../src/store/authority.ts";
 import type { Db } from "../../src/store/db.ts";
 import { expireMisfired } from "../../src/store/dispatch-queries.ts";
 import { openPostgres } from "../../src/store/postgres-driver.ts";
+import { holdRowLock } from "../helpers/row-lock.ts";
 import { insertSchedule } from "../../src/store/schedules.ts";
 import type { ShardFence } from "../../src/store/shards.ts";
 import { sql } from "../../src/store/sql.ts";
@@ -216,28 +217,7 @@ describe("a real lock wait during generation (postgres)", () => {
   });
 
   /** A connection of the test's own, holding a row lock on job `id` until release(). */
-  async function holdJobLock(id: string): Promise<{ release: () => Promise<void> }> {
-    const conn = openPostgres({ url: t.url!, maxConnections: 1, applicationName: "test-lock-holder" });
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    let locked!: () => void;
-    const isLocked = new Promise<void>((r) => (locked = r));
-    const done = conn.tx(async (q) => {
-      await q.query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", [id]);
-      locked();
-      await released;
-    });
-    await Promise.race([isLocked, done]);
-    let closing: Promise<void> | undefined;
-    return {
-      release: () =>
-        (closing ??= (async () => {
-          release();
-          await done;
-          await conn.close();
-        })()),
-    };
-  }
+  const holdJobLock = (id: string) => holdRowLock(t.url!, "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", [id]);
 
   test("a lock timeout (55P03) on the occurrence it must expire: retried, not paused", async () => {
     const { jobId } = await coalescing(t.db, "lock-timeout");

@@ -80,7 +80,7 @@ for (const driver of DRIVERS) {
     test("the named query fails with the SQLSTATE it names; other queries are untouched", async () => {
       const injected: string[] = [];
       const db = withTestFaults(t.db, [{ query: "NextFireAt", code: "40P01", probability: 1 }], { onInject: (q, c) => injected.push(`${q}:${c}`) });
-      const err = await db.query(sql("NextFireAt"), [0, null, 1, 1]).then(
+      const err = await db.query(sql("NextFireAt"), [0, null, 1, 1, null]).then(
         () => undefined,
         (e) => e,
       );
@@ -101,7 +101,7 @@ for (const driver of DRIVERS) {
       await db
         .tx(async (q) => {
           await q.query("INSERT INTO fault_probe VALUES (1)");
-          first = await q.query(sql("NextFireAt"), [0, null, 1, 1]).then(
+          first = await q.query(sql("NextFireAt"), [0, null, 1, 1, null]).then(
             () => undefined,
             (e) => e,
           );
@@ -121,21 +121,21 @@ for (const driver of DRIVERS) {
       const sw = new FaultSwitch(false);
       const db = withTestFaults(t.db, [{ query: "NextFireAt", code: "40P01", probability: 1 }], { switch: sw });
       expect(
-        await db.query(sql("NextFireAt"), [0, null, 1, 1]).then(
+        await db.query(sql("NextFireAt"), [0, null, 1, 1, null]).then(
           () => "ok",
           (e) => e.code,
         ),
       ).toBe("ok");
       expect(sw.toggle()).toBe(true);
       expect(
-        await db.query(sql("NextFireAt"), [0, null, 1, 1]).then(
+        await db.query(sql("NextFireAt"), [0, null, 1, 1, null]).then(
           () => "ok",
           (e) => e.code,
         ),
       ).toBe("40P01");
       expect(sw.toggle()).toBe(false);
       expect(
-        await db.query(sql("NextFireAt"), [0, null, 1, 1]).then(
+        await db.query(sql("NextFireAt"), [0, null, 1, 1, null]).then(
           () => "ok",
           (e) => e.code,
         ),
@@ -144,13 +144,13 @@ for (const driver of DRIVERS) {
 
     test("the probability is honoured: 0 never, and each call draws once", async () => {
       const never = withTestFaults(t.db, [{ query: "NextFireAt", code: "40001", probability: 0 }]);
-      for (let i = 0; i < 5; i++) await never.query(sql("NextFireAt"), [0, null, 1, 1]);
+      for (let i = 0; i < 5; i++) await never.query(sql("NextFireAt"), [0, null, 1, 1, null]);
       const draws = [0.9, 0.1, 0.5, 0.49];
       const db = withTestFaults(t.db, [{ query: "NextFireAt", code: "40001", probability: 0.5 }], { random: () => draws.shift()! });
       const results = [];
       for (let i = 0; i < 4; i++)
         results.push(
-          await db.query(sql("NextFireAt"), [0, null, 1, 1]).then(
+          await db.query(sql("NextFireAt"), [0, null, 1, 1, null]).then(
             () => "ok",
             (e) => e.code,
           ),
