@@ -116,26 +116,20 @@ FOR UPDATE SKIP LOCKED;
 -- its own due before then that pass made, unless locked. The made-ahead half then starts at a
 -- fire past $5 plus the lead: one whose made-ahead occurrence was still to come at $5 is found
 -- by its own fire. An index bound either way (coalesce of a parameter).
-WITH due AS (
-  SELECT next_fire_at, slot FROM schedules
-  WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at >= coalesce($5::timestamptz, '-infinity')
-  ORDER BY next_fire_at LIMIT $4
-), ahead AS (
-  SELECT next_fire_at, slot,
-    greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity')) AS at
-  FROM schedules
-  WHERE $1::float8 > 0 AND NOT paused AND next_fire_at > now()
-    AND next_fire_at >= coalesce($5::timestamptz + make_interval(secs => $1::float8 / 1000), '-infinity')
-    AND ahead_checked_at IS DISTINCT FROM next_fire_at
-  ORDER BY next_fire_at LIMIT $4
-)
-SELECT
-  (SELECT min(next_fire_at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) FROM due) AS due_mine,
-  (SELECT max(next_fire_at) FROM due) AS due_to,
-  (SELECT count(*)::int FROM due) AS due_read,
-  (SELECT min(at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) FROM ahead) AS ahead_mine,
-  (SELECT max(next_fire_at) - make_interval(secs => $1::float8 / 1000) FROM ahead) AS ahead_to,
-  (SELECT count(*)::int FROM ahead) AS ahead_read;
+SELECT * FROM
+  (SELECT min(next_fire_at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) AS due_mine,
+     max(next_fire_at) AS due_to, count(*)::int AS due_read
+   FROM (SELECT next_fire_at, slot FROM schedules
+         WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at >= coalesce($5::timestamptz, '-infinity')
+         ORDER BY next_fire_at LIMIT $4) due) d,
+  (SELECT min(greatest(next_fire_at - make_interval(secs => $1::float8 / 1000), coalesce(staged_fire_at, '-infinity')))
+       FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) AS ahead_mine,
+     max(next_fire_at) - make_interval(secs => $1::float8 / 1000) AS ahead_to, count(*)::int AS ahead_read
+   FROM (SELECT next_fire_at, staged_fire_at, slot FROM schedules
+         WHERE $1::float8 > 0 AND NOT paused AND next_fire_at > now()
+           AND next_fire_at >= coalesce($5::timestamptz + make_interval(secs => $1::float8 / 1000), '-infinity')
+           AND ahead_checked_at IS DISTINCT FROM next_fire_at
+         ORDER BY next_fire_at LIMIT $4) ahead) a;
 
 -- name: LockSchedulesOfJobs
 -- The schedules of the jobs $1 (a replay), each locked, in one order (no deadlock between two

@@ -1,7 +1,7 @@
 import type { Db } from "../store/db.ts";
 import { expireDue, expireMisfired, nextDueAt } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
-import type { ShardFence } from "../store/shards.ts";
+import type { ShardFence, ShardSet } from "../store/shards.ts";
 import { ShardOwnership } from "./shard-ownership.ts";
 import { SLOTS } from "../store/shards.ts";
 import type { ClaimRow } from "../store/types.ts";
@@ -161,7 +161,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       pollIntervalMs: o.pollIntervalMs,
       catchupPerSecond: o.catchupPerSecond,
       leadMs: o.occurrenceLeadMs ?? 0,
-      shards: () => ({ list: this.shards.current.map((h) => h.shard), count: o.shards }),
+      shards: () => this.heldSet(),
       log: o.log,
       metrics: o.metrics,
     });
@@ -246,10 +246,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       return claimed;
     }
     // The next fire, unless this pass's generation just read it.
-    const [next] = await Promise.all([
-      nextDueAt(this.o.db, { list: held.map((h) => h.shard), count: this.o.shards }),
-      this.generation.readNextFire(passStartedAt),
-    ]);
+    const [next] = await Promise.all([nextDueAt(this.o.db, this.heldSet()), this.generation.readNextFire(passStartedAt)]);
     // Due instants are on the database's clock: the wait until them is measured on it too.
     const dbNow = this.clock.now();
     const nextAt = next.at ?? next.notBefore;
@@ -280,7 +277,7 @@ export class Dispatcher extends PeriodicLoop<number> {
         : dueSinceClaim
           ? 0
           : blind
-            ? await this.waitPastOthersDue(held, claimStartedAt, fireIn, notSeen)
+            ? await this.waitPastOthersDue(claimStartedAt, fireIn, notSeen)
             : notSeen;
     return claimed;
   }
@@ -292,11 +289,16 @@ export class Dispatcher extends PeriodicLoop<number> {
    * blind looks made its own jobs up to 50 ms late. A job created meanwhile wakes it at its
    * instant (its NOTIFY).
    */
-  private async waitPastOthersDue(held: readonly { shard: number }[], claimStartedAt: number, fireIn: number, notSeen: number): Promise<number> {
-    const next = await nextDueAt(this.o.db, { list: held.map((h) => h.shard), count: this.o.shards }, new Date(claimStartedAt));
+  private async waitPastOthersDue(claimStartedAt: number, fireIn: number, notSeen: number): Promise<number> {
+    const next = await nextDueAt(this.o.db, this.heldSet(), new Date(claimStartedAt));
     const nextAt = next.at ?? next.notBefore;
     const ownIn = nextAt ? nextAt.getTime() - this.prestageMs - this.clock.now() : Infinity;
     return Math.max(notSeen, Math.min(this.o.pollIntervalMs, ownIn, fireIn));
+  }
+
+  /** The shards held now, as the idle reads filter by them. */
+  private heldSet(): ShardSet {
+    return { list: this.shards.current.map((h) => h.shard), count: this.o.shards };
   }
 
   /** When the coordinator sweeps expired and misfired jobs next (database clock). */

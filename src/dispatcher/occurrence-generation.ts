@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import type { ShardFence } from "../store/shards.ts";
+import type { ShardFence, ShardSet } from "../store/shards.ts";
 import { nextFireAt } from "../store/schedules.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
@@ -25,6 +25,7 @@ const RETRY_MIN_MS = 100;
  * the pass came back every ~10 ms with a warning line each while the error lasted.
  */
 const PUT_OFF_MS = 50;
+
 export interface OccurrenceGenerationOptions {
   db: Db;
   /** The database's clock as last measured: due instants are on it. */
@@ -35,7 +36,7 @@ export interface OccurrenceGenerationOptions {
   /** Occurrences are made this far ahead of their instant (SCHEDULER_OCCURRENCE_LEAD; 0: at it). */
   leadMs: number;
   /** The shards this dispatcher holds now (of `count`): the gate reads their schedules only. */
-  shards: () => { list: number[]; count: number };
+  shards: () => ShardSet;
   log: Logger;
   metrics: Metrics;
 }

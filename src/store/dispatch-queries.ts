@@ -1,4 +1,4 @@
-import type { ShardFence } from "./shards.ts";
+import { type ShardFence, type ShardSet, shardFilter } from "./shards.ts";
 import type { Db, Queryable } from "./db.ts";
 import { sql } from "./sql.ts";
 import type { ClaimRow } from "./types.ts";
@@ -92,15 +92,9 @@ export const NEXT_DUE_LOOK = 64;
  * neither when no job is scheduled in those shards. See NextDueAt. `from`: only jobs due from
  * that instant on.
  */
-export async function nextDueAt(db: Queryable, shards: { list: number[]; count: number }, from?: Date): Promise<{ at?: Date; notBefore?: Date }> {
-  const all = new Set(shards.list).size >= shards.count;
-  const look = all ? 1 : NEXT_DUE_LOOK;
-  const [r] = await db.query<{ mine: Date | null; read_to: Date | null; read: number }>(sql("NextDueAt"), [
-    all ? null : shards.list,
-    shards.count,
-    look,
-    from?.toISOString() ?? null,
-  ]);
+export async function nextDueAt(db: Queryable, shards: ShardSet, from?: Date): Promise<{ at?: Date; notBefore?: Date }> {
+  const { list, count, look } = shardFilter(shards, NEXT_DUE_LOOK);
+  const [r] = await db.query<{ mine: Date | null; read_to: Date | null; read: number }>(sql("NextDueAt"), [list, count, look, from?.toISOString() ?? null]);
   if (r?.mine) return { at: r.mine };
   if (r && r.read >= look && r.read_to) return { notBefore: r.read_to };
   return {};

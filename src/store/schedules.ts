@@ -3,6 +3,7 @@ import { insertAudit, transactionNow, type Actor } from "./jobs.ts";
 import { retireScheduleKeys } from "./signing-keys.ts";
 import { type Payload, storePayloads } from "./payloads.ts";
 import { sql } from "./sql.ts";
+import { type ShardSet, shardFilter } from "./shards.ts";
 import type { HostLimits, Target } from "./types.ts";
 
 export type Misfire = "skip" | "fire_once" | "fire_all";
@@ -236,10 +237,9 @@ interface NextFireRow {
  * they give (earlier than any `at` found, else `at` is given). Neither: none scheduled.
  * `from`: only fires from that instant on.
  */
-export async function nextFireAt(db: Queryable, leadMs = 0, shards?: { list: number[]; count: number }, from?: Date): Promise<{ at?: Date; notBefore?: Date }> {
-  const all = !shards || new Set(shards.list).size >= shards.count;
-  const look = all ? 1 : NEXT_FIRE_LOOK;
-  const [r] = await db.query<NextFireRow>(sql("NextFireAt"), [leadMs, all ? null : shards.list, shards?.count ?? 1, look, from?.toISOString() ?? null]);
+export async function nextFireAt(db: Queryable, leadMs = 0, shards?: ShardSet, from?: Date): Promise<{ at?: Date; notBefore?: Date }> {
+  const { list, count, look } = shardFilter(shards, NEXT_FIRE_LOOK);
+  const [r] = await db.query<NextFireRow>(sql("NextFireAt"), [leadMs, list, count, look, from?.toISOString() ?? null]);
   if (!r) return {};
   const at = earliest(r.due_mine, r.ahead_mine);
   const bound = earliest(r.due_read >= look && !r.due_mine ? r.due_to : null, r.ahead_read >= look && !r.ahead_mine ? r.ahead_to : null);

@@ -17,6 +17,21 @@ export interface ShardFence {
   generation: number;
 }
 
+/** The shards a dispatcher holds now (`list`), of `count`: what its idle reads look for. */
+export interface ShardSet {
+  list: number[];
+  count: number;
+}
+
+/**
+ * How a read of the first rows in due order filters by shard: `list` null when every shard is
+ * held (any row is one's own: one row read), else the shards and `look` rows at most.
+ */
+export function shardFilter(shards: ShardSet | undefined, look: number): { list: number[] | null; count: number; look: number } {
+  if (!shards || new Set(shards.list).size >= shards.count) return { list: null, count: shards?.count ?? 1, look: 1 };
+  return { list: shards.list, count: shards.count, look };
+}
+
 export const SLOTS = 4096;
 /** The shard of a job id (UUIDv7: its last 12 bits are random), as the jobs.slot column computes it. */
 export function shardOfJob(id: string, count: number): number {
