@@ -1,5 +1,5 @@
 import type { Db } from "../store/db.ts";
-import { expireDue, expireMisfired, nextDueAt } from "../store/dispatch-queries.ts";
+import { expireDue, expireMisfired } from "../store/dispatch-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
 import type { ShardFence, ShardSet } from "../store/shards.ts";
 import { ShardOwnership } from "./shard-ownership.ts";
@@ -17,6 +17,7 @@ import { setIndexCapture } from "../index/capture.ts";
 import type { IndexKeeper } from "../index/index-keeper.ts";
 import { DispatchPlanner, type PlannerSettings } from "./dispatch-planner.ts";
 import { DueClaimer } from "./due-claimer.ts";
+import { IdleWait } from "./idle-wait.ts";
 import { DispatchClaims } from "./dispatch-claims.ts";
 import { DbClock } from "../time/db-clock.ts";
 import type { LocalWorker } from "./local-worker.ts";
@@ -93,6 +94,8 @@ export class Dispatcher extends PeriodicLoop<number> {
   private sleepMs = 0;
   readonly planner: DispatchPlanner;
   private readonly claimer: DueClaimer;
+  /** How long to sleep after a pass that left no more work at hand. */
+  private readonly idle: IdleWait;
   /** The two ways a pass claims: for the worker in this process, or into the queue. */
   private readonly claims: DispatchClaims;
   /** The highest shard epoch this dispatcher held in the current generation: its fencing term. */
@@ -164,6 +167,18 @@ export class Dispatcher extends PeriodicLoop<number> {
       shards: () => this.heldSet(),
       log: o.log,
       metrics: o.metrics,
+    });
+    this.idle = new IdleWait({
+      db: o.db,
+      clock: this.clock,
+      prestageMs: this.prestageMs,
+      pollIntervalMs: o.pollIntervalMs,
+      generation: this.generation,
+      claimer: this.claimer,
+      planner: this.planner,
+      index: o.index,
+      notSeenWaitMs: o.notSeenWaitMs,
+      shards: () => this.heldSet(),
     });
   }
 
@@ -245,55 +260,8 @@ export class Dispatcher extends PeriodicLoop<number> {
       this.sleepMs = 0;
       return claimed;
     }
-    // The next fire, unless this pass's generation just read it.
-    const [next] = await Promise.all([nextDueAt(this.o.db, this.heldSet()), this.generation.readNextFire(passStartedAt)]);
-    // Due instants are on the database's clock: the wait until them is measured on it too.
-    const dbNow = this.clock.now();
-    const nextAt = next.at ?? next.notBefore;
-    const jobIn = nextAt ? nextAt.getTime() - this.prestageMs - dbNow : Infinity;
-    const fireIn = this.generation.msUntilDue(dbNow);
-    const untilNext = Math.min(jobIn, fireIn);
-    // A due job that the claim did not see means our clock runs ahead of the database's, or
-    // (with a Redis index) that the relay has not added it yet, or that the index missed it
-    // and the reconciliation pass will claim it: wait a little rather than spin. The relay
-    // wakes us when it adds an entry.
-    // Held back by a quota or rate: look again when a token is due, not in a spin.
-    const notSeen = this.claimer.held ? Math.max(20, this.planner.msUntilGlobalToken()) : this.o.index?.usable ? 50 : (this.o.notSeenWaitMs ?? 5);
-    // Unless the job fell due only while the claim ran (a pass started by a poke or a NOTIFY
-    // just before a due instant): its claim was too early, not blind. Claim again at once.
-    // Waiting the 5 ms made ~15 % of the lag bench's calls 5 ms late (bench/README part 14).
-    // Once only: the next pass's claim starts after that due instant. Our clock reads
-    // behind the database's, so a job this calls due since the claim began may in truth have
-    // been due a little before: one pass more, no spin.
-    const dueSinceClaim = untilNext === jobIn && next.at !== undefined && next.at.getTime() - this.prestageMs >= claimStartedAt;
-    // Only other shards' jobs read, the last of them due already: their holder is dead or
-    // behind (it has NEXT_DUE_LOOK due and unclaimed). Not a job the claim missed: read again
-    // from the claim's start for this dispatcher's own next (held back by a quota, it waits
-    // for a token).
-    const blind = untilNext === jobIn && next.at === undefined && !this.claimer.held;
-    this.sleepMs =
-      untilNext > 0
-        ? Math.min(this.o.pollIntervalMs, untilNext)
-        : dueSinceClaim
-          ? 0
-          : blind
-            ? await this.waitPastOthersDue(claimStartedAt, fireIn, notSeen)
-            : notSeen;
+    this.sleepMs = await this.idle.after(passStartedAt, claimStartedAt);
     return claimed;
-  }
-
-  /**
-   * The wait when the jobs due first are all other dispatchers' and overdue: until this one's
-   * own next job, read from when its claim began (one due since then, or one the claim found
-   * locked, is due now: a look again soon), or its next schedule fire. Waiting 50 ms between
-   * blind looks made its own jobs up to 50 ms late. A job created meanwhile wakes it at its
-   * instant (its NOTIFY).
-   */
-  private async waitPastOthersDue(claimStartedAt: number, fireIn: number, notSeen: number): Promise<number> {
-    const next = await nextDueAt(this.o.db, this.heldSet(), new Date(claimStartedAt));
-    const nextAt = next.at ?? next.notBefore;
-    const ownIn = nextAt ? nextAt.getTime() - this.prestageMs - this.clock.now() : Infinity;
-    return Math.max(notSeen, Math.min(this.o.pollIntervalMs, ownIn, fireIn));
   }
 
   /** The shards held now, as the idle reads filter by them. */
