@@ -116,7 +116,9 @@ FOR UPDATE SKIP LOCKED;
 -- its own due before then that pass made, unless locked. The made-ahead half then starts at a
 -- fire past $5 plus the lead: one whose made-ahead occurrence was still to come at $5 is found
 -- by its own fire. An index bound either way (coalesce of a parameter).
-SELECT * FROM
+-- db_now: the database's clock when it answered, from which the gate counts the wait on the
+-- process's monotonic clock (OccurrenceGeneration.readNextFire).
+SELECT d.*, a.*, now() AS db_now FROM
   (SELECT min(next_fire_at) FILTER (WHERE $2::int[] IS NULL OR (slot * $3::int / 4096) = ANY($2::int[])) AS due_mine,
      max(next_fire_at) AS due_to, count(*)::int AS due_read
    FROM (SELECT next_fire_at, slot FROM schedules

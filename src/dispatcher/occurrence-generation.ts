@@ -48,8 +48,21 @@ export interface OccurrenceGenerationOptions {
  */
 export class OccurrenceGeneration {
   readonly generator: ScheduleGenerator;
-  /** Earliest next_fire_at seen (epoch ms, database clock); passes run only near it. */
+  /** Earliest next_fire_at seen (epoch ms, database clock): the idle dispatcher sleeps until it. */
   private dueAt = -Infinity;
+  /**
+   * From when a pass may have work (performance.now()): the gate skips passes before it. From a
+   * read of the next fire, that instant itself, counted from the database's own now() in the
+   * answer on this process's monotonic clock, from when the read was sent: early by the
+   * request's way there, never late, and neither clock's offset nor a step of this host's wall
+   * clock enters (the two clocks' rates differ by ~1 ms at most over the poll interval a read
+   * holds). From a NOTIFY, whose instant this process knows only on its estimate of the
+   * database's clock, skewMs + 50 before it; the pass that runs then reads the instant. The
+   * gate opened skewMs + 50 (2.05 s by default) before a read instant too: a dispatcher busy
+   * with a burst ran a generation transaction (five statements) before nearly every claim while
+   * any schedule fired within 2 s (bench/README part 28).
+   */
+  private openAt = -Infinity;
   /** The last pass was full: more schedules are due now. */
   private backlog = false;
   /**
@@ -62,8 +75,9 @@ export class OccurrenceGeneration {
   private retryAt = 0;
   /** The last failed pass's wait (0 after a pass that did not fail). */
   private retryMs = 0;
-  /** The earliest instant noted (noteDue) since the running read of the next fire began (see readNextFire). */
+  /** The earliest instant noted (noteDue) since the running read of the next fire began (see readNextFire), and its opening. */
   private notedDuringRead = Infinity;
+  private notedOpenDuringRead = Infinity;
   /** When the next fire was last read (performance.now()). */
   private readAt = -Infinity;
   /** When the last pass that ran began (database clock, as last measured; epoch ms). */
@@ -92,8 +106,12 @@ export class OccurrenceGeneration {
 
   /** A schedule is due at `atMs` (a NOTIFY of a new or changed one): its occurrence may be made from its lead before. */
   noteDue(atMs: number): void {
-    this.dueAt = Math.min(this.dueAt, atMs - this.o.leadMs);
-    this.notedDuringRead = Math.min(this.notedDuringRead, atMs - this.o.leadMs);
+    const at = atMs - this.o.leadMs;
+    const open = performance.now() + (at - this.o.clock.now()) - this.o.skewMs - 50;
+    this.dueAt = Math.min(this.dueAt, at);
+    this.openAt = Math.min(this.openAt, open);
+    this.notedDuringRead = Math.min(this.notedDuringRead, at);
+    this.notedOpenDuringRead = Math.min(this.notedOpenDuringRead, open);
   }
 
   /** Anything may be due (a NOTIFY that names no instant, or ones lost while unsubscribed): the next pass looks. */
@@ -116,21 +134,22 @@ export class OccurrenceGeneration {
    */
   async readNextFire(unlessReadSince = Infinity): Promise<void> {
     if (this.readAt >= unlessReadSince) return;
-    this.notedDuringRead = Infinity;
+    this.notedDuringRead = this.notedOpenDuringRead = Infinity;
     const shards = this.o.shards();
+    const sentAt = performance.now();
     const fire = await nextFireAt(this.o.db, this.o.leadMs, shards);
-    let next = fire.at ?? fire.notBefore;
+    const dbNow = fire.dbNow.getTime();
+    let next = (fire.at ?? fire.notBefore)?.getTime() ?? Infinity;
     // No pass yet: the gate opens, and the pass tells from when to read.
-    if (fire.notBefore && fire.notBefore.getTime() <= this.o.clock.now() && Number.isFinite(this.passFrom)) {
+    if (fire.notBefore && fire.notBefore.getTime() <= dbNow && Number.isFinite(this.passFrom)) {
       const own = await nextFireAt(this.o.db, this.o.leadMs, shards, new Date(this.passFrom));
-      // Open a poll interval after that pass all the same (the gate opens skewMs + 50 early):
-      // one of its own that was locked when the pass ran is due from before it, and no read
-      // from it would find it again while the others' stay due. From the pass, not from now:
-      // each idle pass reads again.
-      const recheck = this.passFrom + this.o.skewMs + 50 + this.o.pollIntervalMs;
-      next = new Date(Math.min((own.at ?? own.notBefore)?.getTime() ?? Infinity, recheck));
+      // Open a poll interval after that pass all the same: one of its own that was locked when
+      // the pass ran is due from before it, and no read from it would find it again while the
+      // others' stay due. From the pass, not from now: each idle pass reads again.
+      next = Math.min((own.at ?? own.notBefore)?.getTime() ?? Infinity, this.passFrom + this.o.pollIntervalMs);
     }
-    this.dueAt = Math.min(next?.getTime() ?? Infinity, this.notedDuringRead);
+    this.dueAt = Math.min(next, this.notedDuringRead);
+    this.openAt = Math.min(sentAt + (next - dbNow), this.notedOpenDuringRead);
     this.readAt = performance.now();
   }
 
@@ -160,10 +179,9 @@ export class OccurrenceGeneration {
   /** One pass if one is due; its errors are logged and retried, never thrown (claims go on). */
   async runIfDue(fence: ShardFence): Promise<void> {
     // The database's clock decides what is due (DueSchedules asks its now()); this gate only
-    // saves the question before then. It reads the database's clock as last measured, plus
-    // the skew margin for drift since: a process clock that is off makes it neither skip a
-    // due schedule nor wait for its own idea of the time.
-    if (this.o.clock.now() < this.dueAt - this.o.skewMs - 50) return;
+    // saves the question before then (see openAt): a process clock that is off makes it
+    // neither skip a due schedule nor wait for its own idea of the time.
+    if (performance.now() < this.openAt) return;
     if (performance.now() < this.retryAt) return;
     try {
       const batch = this.backlog ? SCHEDULE_BACKLOG_BATCH : SCHEDULE_BATCH;

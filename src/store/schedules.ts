@@ -228,6 +228,7 @@ interface NextFireRow {
   ahead_mine: Date | null;
   ahead_to: Date | null;
   ahead_read: number;
+  db_now: Date;
 }
 
 /**
@@ -237,14 +238,21 @@ interface NextFireRow {
  * they give (earlier than any `at` found, else `at` is given). Neither: none scheduled.
  * `from`: only fires from that instant on.
  */
-export async function nextFireAt(db: Queryable, leadMs = 0, shards?: ShardSet, from?: Date): Promise<{ at?: Date; notBefore?: Date }> {
+export async function nextFireAt(db: Queryable, leadMs = 0, shards?: ShardSet, from?: Date): Promise<NextFire> {
   const { list, count, look } = shardFilter(shards, NEXT_FIRE_LOOK);
   const [r] = await db.query<NextFireRow>(sql("NextFireAt"), [leadMs, list, count, look, from?.toISOString() ?? null]);
-  if (!r) return {};
-  const at = earliest(r.due_mine, r.ahead_mine);
-  const bound = earliest(r.due_read >= look && !r.due_mine ? r.due_to : null, r.ahead_read >= look && !r.ahead_mine ? r.ahead_to : null);
-  if (bound && (!at || bound < at)) return { notBefore: bound };
-  return at ? { at } : {};
+  const dbNow = r!.db_now;
+  const at = earliest(r!.due_mine, r!.ahead_mine);
+  const bound = earliest(r!.due_read >= look && !r!.due_mine ? r!.due_to : null, r!.ahead_read >= look && !r!.ahead_mine ? r!.ahead_to : null);
+  if (bound && (!at || bound < at)) return { notBefore: bound, dbNow };
+  return at ? { at, dbNow } : { dbNow };
+}
+
+/** NextFireAt's answer: `at` or `notBefore` (see nextFireAt), and the database's clock when it answered. */
+export interface NextFire {
+  at?: Date;
+  notBefore?: Date;
+  dbNow: Date;
 }
 
 function earliest(a: Date | null, b: Date | null): Date | null {
