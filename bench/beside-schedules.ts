@@ -55,6 +55,8 @@ interface Round {
   statementsPerJob?: number;
   /** DueSchedules statements from the delivering process's start to its stop. */
   passes?: number;
+  /** The statements that ran most, per delivered job, with their first line. */
+  top?: { query: string; perJob: number }[];
 }
 
 async function round(schedules: number): Promise<Round> {
@@ -108,6 +110,7 @@ async function round(schedules: number): Promise<Round> {
       commitsPerJob: c.commits / N,
       statementsPerJob: c.statements === undefined ? undefined : c.statements / N,
       passes: after.statements ? (passes ?? 0) : undefined,
+      top: c.top?.slice(0, 6).map((t) => ({ query: t.query.replace(/\s+/g, " ").slice(0, 100), perJob: t.calls / N })),
     };
   } finally {
     await dropDatabase(url).catch(() => {});
@@ -137,7 +140,14 @@ try {
       ]),
     ),
   );
-  process.stdout.write("\ngeneration passes: DueSchedules statements from the delivering process's start to its stop.\n\n");
+  process.stdout.write("\ngeneration passes: DueSchedules statements from the delivering process's start to its stop.\n");
+  for (const s of [SCHEDULES, 0]) {
+    const last = results.filter((r) => r.schedules === s).at(-1);
+    if (!last?.top) continue;
+    process.stdout.write(`\nstatements a job, the last round beside ${s} schedules:\n`);
+    for (const t of last.top) process.stdout.write(`  ${t.perJob.toFixed(4)}  ${t.query}\n`);
+  }
+  process.stdout.write("\n");
   process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);
 } finally {
   target.stop(true);

@@ -59,6 +59,8 @@ export interface StartOptions {
   afterClaim?: (jobs: ClaimedJob[]) => Promise<void>;
   /** Test seam, see DueClaimerOptions.afterClaimReply. */
   afterClaimReply?: (jobs: ClaimRow[]) => Promise<void>;
+  /** Test seam, see DueClaimerOptions.onRun. */
+  onRun?: (ids: string[]) => void;
   /** Test seam, see DispatcherOptions.notSeenWaitMs. */
   notSeenWaitMs?: number;
   /** Aborts a start that is still waiting (for a standby database to be promoted). */
@@ -198,6 +200,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       flow: config.flow,
       afterClaim: opts.afterClaim,
       afterClaimReply: opts.afterClaimReply,
+      onRun: opts.onRun,
       notSeenWaitMs: opts.notSeenWaitMs,
       clock,
       // A new leader renews the region authority at once, not a third of a TTL later.

@@ -59,6 +59,8 @@ export interface DispatcherOptions {
   afterClaim?: (jobs: ClaimRow[]) => Promise<void>;
   /** Test seam, see DueClaimerOptions.afterClaimReply. */
   afterClaimReply?: (jobs: ClaimRow[]) => Promise<void>;
+  /** Test seam, see DueClaimerOptions.onRun. */
+  onRun?: (ids: string[]) => void;
   /** Test seam: the wait after a pass whose claim did not see a job already due (5 ms). */
   notSeenWaitMs?: number;
   /** The database's clock, to plan wake-ups by (absent: the process clock). */
@@ -138,6 +140,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       metrics: o.metrics,
       afterClaim: o.afterClaim,
       afterClaimReply: o.afterClaimReply,
+      onRun: o.onRun,
       log: o.log,
       clock: this.clock,
     });

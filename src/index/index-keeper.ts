@@ -292,6 +292,21 @@ export class IndexKeeper extends PeriodicLoop<void> {
   }
 
   /**
+   * Jobs claimed without the index (a tenant's run, claimed from SQL): their entries leave it
+   * as a claim of candidates removes them (settle), each only while it keeps the score it was
+   * relayed with, its due instant as read back. Best effort, as settle(): an entry left here
+   * is dropped as stale when a later pass lists it.
+   */
+  async forget(claimed: ClaimedJob[]): Promise<void> {
+    if (claimed.length === 0 || !this.usable) return;
+    try {
+      await this.timed(() => this.o.index.entriesCompareAndSet({ changes: claimed.map((c) => ({ jobId: c.id, ifDueMs: c.due_at.getTime(), dueMs: null })) }));
+    } catch (err) {
+      this.markDown("settle", err);
+    }
+  }
+
+  /**
    * Whether the dispatcher should run the SQL reconciliation pass now (and note that it did):
    * once every reconcile interval, asked at the start of every claim from the index.
    */

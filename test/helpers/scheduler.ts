@@ -33,6 +33,7 @@ export async function startScheduler(db: Db, env: Record<string, string> = {}, o
     afterStartAttempts: opts.afterStartAttempts,
     afterClaim: opts.afterClaim,
     afterClaimReply: opts.afterClaimReply,
+    onRun: opts.onRun,
     notSeenWaitMs: opts.notSeenWaitMs,
   });
 }
