@@ -14,6 +14,7 @@
 import { join } from "node:path";
 import { tmpdir } from "node:os";
 import { parseArgs } from "node:util";
+import postgres from "postgres";
 import { createDatabase, dropDatabase, testDatabaseUrl } from "../test/helpers/db.ts";
 import { wholeFlagOrExit } from "./lib/args.ts";
 import { createJobs } from "./lib/create-jobs.ts";
@@ -124,7 +125,7 @@ try {
       say(`beside-schedules: round ${r + 1} of ${ROUNDS}, ${N} jobs beside ${s} schedules`);
       results.push(await round(s));
     }
-  const sql = (await import("postgres")).default(admin, { max: 1, onnotice: () => {} });
+  const sql = postgres(admin, { max: 1, onnotice: () => {} });
   const server = await describeServer((q) => sql.unsafe(q) as never);
   await sql.end();
   process.stdout.write(`\nbeside-schedules: a burst of ${N} jobs, 32 calls in flight, beside schedules firing every 10 s at staggered seconds\n\n`);

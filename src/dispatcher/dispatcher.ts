@@ -163,7 +163,6 @@ export class Dispatcher extends PeriodicLoop<number> {
     this.generation = new OccurrenceGeneration({
       db: o.db,
       clock: this.clock,
-      skewMs: o.skewMs,
       pollIntervalMs: o.pollIntervalMs,
       catchupPerSecond: o.catchupPerSecond,
       leadMs: o.occurrenceLeadMs ?? 0,

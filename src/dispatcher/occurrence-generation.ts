@@ -30,7 +30,6 @@ export interface OccurrenceGenerationOptions {
   db: Db;
   /** The database's clock as last measured: due instants are on it. */
   clock: DbClock;
-  skewMs: number;
   pollIntervalMs: number;
   catchupPerSecond: number;
   /** Occurrences are made this far ahead of their instant (SCHEDULER_OCCURRENCE_LEAD; 0: at it). */
@@ -48,21 +47,20 @@ export interface OccurrenceGenerationOptions {
  */
 export class OccurrenceGeneration {
   readonly generator: ScheduleGenerator;
-  /** Earliest next_fire_at seen (epoch ms, database clock): the idle dispatcher sleeps until it. */
+  /** Earliest next_fire_at seen (epoch ms, database clock); passes run only from it. */
   private dueAt = -Infinity;
   /**
-   * From when a pass may have work (performance.now()): the gate skips passes before it. From a
-   * read of the next fire, that instant itself, counted from the database's own now() in the
-   * answer on this process's monotonic clock, from when the read was sent: early by the
-   * request's way there, never late, and neither clock's offset nor a step of this host's wall
-   * clock enters (the two clocks' rates differ by ~1 ms at most over the poll interval a read
-   * holds). From a NOTIFY, whose instant this process knows only on its estimate of the
-   * database's clock, skewMs + 50 before it; the pass that runs then reads the instant. The
-   * gate opened skewMs + 50 (2.05 s by default) before a read instant too: a dispatcher busy
-   * with a burst ran a generation transaction (five statements) before nearly every claim while
-   * any schedule fired within 2 s (bench/README part 28).
+   * performance.now() − the database's clock, from the last read of the next fire: the gate
+   * opens at dueAt + this on the process's monotonic clock. Taken from the database's own now()
+   * in the read's answer against when the read was sent, it errs early by the request's way
+   * there, never late; neither the process clock's offset nor a step of its wall clock enters
+   * (the two clocks' rates differ by ~1 ms at most over the poll interval between reads). The
+   * gate used to open skewMs + 50 (2.05 s by default) before dueAt on the process's estimate of
+   * the database clock: a dispatcher busy with a burst ran a generation transaction (five
+   * statements) before nearly every claim while any schedule fired within 2 s (bench/README
+   * part 28). Until the first read, from that estimate.
    */
-  private openAt = -Infinity;
+  private monoMinusDb: number;
   /** The last pass was full: more schedules are due now. */
   private backlog = false;
   /**
@@ -75,15 +73,15 @@ export class OccurrenceGeneration {
   private retryAt = 0;
   /** The last failed pass's wait (0 after a pass that did not fail). */
   private retryMs = 0;
-  /** The earliest instant noted (noteDue) since the running read of the next fire began (see readNextFire), and its opening. */
+  /** The earliest instant noted (noteDue) since the running read of the next fire began (see readNextFire). */
   private notedDuringRead = Infinity;
-  private notedOpenDuringRead = Infinity;
   /** When the next fire was last read (performance.now()). */
   private readAt = -Infinity;
   /** When the last pass that ran began (database clock, as last measured; epoch ms). */
   private passFrom = -Infinity;
 
   constructor(private readonly o: OccurrenceGenerationOptions) {
+    this.monoMinusDb = performance.now() - o.clock.now();
     this.generator = new ScheduleGenerator({
       db: o.db,
       batch: SCHEDULE_BATCH,
@@ -106,12 +104,8 @@ export class OccurrenceGeneration {
 
   /** A schedule is due at `atMs` (a NOTIFY of a new or changed one): its occurrence may be made from its lead before. */
   noteDue(atMs: number): void {
-    const at = atMs - this.o.leadMs;
-    const open = performance.now() + (at - this.o.clock.now()) - this.o.skewMs - 50;
-    this.dueAt = Math.min(this.dueAt, at);
-    this.openAt = Math.min(this.openAt, open);
-    this.notedDuringRead = Math.min(this.notedDuringRead, at);
-    this.notedOpenDuringRead = Math.min(this.notedOpenDuringRead, open);
+    this.dueAt = Math.min(this.dueAt, atMs - this.o.leadMs);
+    this.notedDuringRead = Math.min(this.notedDuringRead, atMs - this.o.leadMs);
   }
 
   /** Anything may be due (a NOTIFY that names no instant, or ones lost while unsubscribed): the next pass looks. */
@@ -134,11 +128,12 @@ export class OccurrenceGeneration {
    */
   async readNextFire(unlessReadSince = Infinity): Promise<void> {
     if (this.readAt >= unlessReadSince) return;
-    this.notedDuringRead = this.notedOpenDuringRead = Infinity;
+    this.notedDuringRead = Infinity;
     const shards = this.o.shards();
     const sentAt = performance.now();
     const fire = await nextFireAt(this.o.db, this.o.leadMs, shards);
     const dbNow = fire.dbNow.getTime();
+    this.monoMinusDb = sentAt - dbNow;
     let next = (fire.at ?? fire.notBefore)?.getTime() ?? Infinity;
     // No pass yet: the gate opens, and the pass tells from when to read.
     if (fire.notBefore && fire.notBefore.getTime() <= dbNow && Number.isFinite(this.passFrom)) {
@@ -149,7 +144,6 @@ export class OccurrenceGeneration {
       next = Math.min((own.at ?? own.notBefore)?.getTime() ?? Infinity, this.passFrom + this.o.pollIntervalMs);
     }
     this.dueAt = Math.min(next, this.notedDuringRead);
-    this.openAt = Math.min(sentAt + (next - dbNow), this.notedOpenDuringRead);
     this.readAt = performance.now();
   }
 
@@ -179,9 +173,9 @@ export class OccurrenceGeneration {
   /** One pass if one is due; its errors are logged and retried, never thrown (claims go on). */
   async runIfDue(fence: ShardFence): Promise<void> {
     // The database's clock decides what is due (DueSchedules asks its now()); this gate only
-    // saves the question before then (see openAt): a process clock that is off makes it
+    // saves the question before then (see monoMinusDb): a process clock that is off makes it
     // neither skip a due schedule nor wait for its own idea of the time.
-    if (performance.now() < this.openAt) return;
+    if (performance.now() < this.dueAt + this.monoMinusDb) return;
     if (performance.now() < this.retryAt) return;
     try {
       const batch = this.backlog ? SCHEDULE_BACKLOG_BATCH : SCHEDULE_BATCH;

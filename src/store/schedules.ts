@@ -240,10 +240,11 @@ interface NextFireRow {
  */
 export async function nextFireAt(db: Queryable, leadMs = 0, shards?: ShardSet, from?: Date): Promise<NextFire> {
   const { list, count, look } = shardFilter(shards, NEXT_FIRE_LOOK);
-  const [r] = await db.query<NextFireRow>(sql("NextFireAt"), [leadMs, list, count, look, from?.toISOString() ?? null]);
-  const dbNow = r!.db_now;
-  const at = earliest(r!.due_mine, r!.ahead_mine);
-  const bound = earliest(r!.due_read >= look && !r!.due_mine ? r!.due_to : null, r!.ahead_read >= look && !r!.ahead_mine ? r!.ahead_to : null);
+  // Two one-row aggregates: always one row.
+  const r = (await db.query<NextFireRow>(sql("NextFireAt"), [leadMs, list, count, look, from?.toISOString() ?? null]))[0]!;
+  const dbNow = r.db_now;
+  const at = earliest(r.due_mine, r.ahead_mine);
+  const bound = earliest(r.due_read >= look && !r.due_mine ? r.due_to : null, r.ahead_read >= look && !r.ahead_mine ? r.ahead_to : null);
   if (bound && (!at || bound < at)) return { notBefore: bound, dbNow };
   return at ? { at, dbNow } : { dbNow };
 }
