@@ -8,7 +8,7 @@ import type { InFlight, InFlightJobs, Phase } from "./in-flight.ts";
 import type { SlotSizing } from "./slot-sizing.ts";
 import { giveBackUncalled } from "./give-back-uncalled.ts";
 import { RetryVerifier } from "./verify-before-retry.ts";
-import type { WorkerOptions } from "./worker.ts";
+import type { WorkerOptions } from "./worker-options.ts";
 
 export interface CallLineDeps {
   o: WorkerOptions;

@@ -6,7 +6,7 @@ import type { DueGate } from "./due-gate.ts";
 import { laneKey } from "./host-lane.ts";
 import type { HostLimiter } from "./host-limiter.ts";
 import type { InFlight, InFlightJobs } from "./in-flight.ts";
-import type { WorkerOptions } from "./worker.ts";
+import type { WorkerOptions } from "./worker-options.ts";
 
 export interface ClaimIntakeDeps {
   o: WorkerOptions;
