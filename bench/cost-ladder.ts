@@ -40,12 +40,30 @@ interface Step {
   schema: "plain" | "scheduler";
   check: boolean;
   attempts: boolean;
+  /** The claim is the check and opens the attempts, in one statement (as the scheduler's claim does). */
+  fused?: boolean;
 }
 const STEPS: Step[] = [
   { name: "minimal", adds: "claim 500 → POST → complete 200 (the design's loop)", schema: "plain", check: false, attempts: false },
   { name: "+check", adds: "a pre-call check by primary key per launch batch", schema: "plain", check: true, attempts: false },
   { name: "+attempts", adds: "an attempt row opened by the check, closed by the completion", schema: "plain", check: true, attempts: true },
   { name: "scheduler tables", adds: "the same statements on the scheduler's jobs and attempts tables", schema: "scheduler", check: true, attempts: true },
+  {
+    name: "fused",
+    adds: "+attempts with no check statement: the claim checks and opens the attempts",
+    schema: "plain",
+    check: true,
+    attempts: true,
+    fused: true,
+  },
+  {
+    name: "fused, sched. tables",
+    adds: "the fused claim on the scheduler's jobs and attempts tables",
+    schema: "scheduler",
+    check: true,
+    attempts: true,
+    fused: true,
+  },
 ];
 
 async function freshDatabase(): Promise<string> {
@@ -68,9 +86,20 @@ async function dropDatabase(dbUrl: string): Promise<void> {
 function statements(step: Step) {
   const jobs = step.schema === "scheduler" ? "jobs" : "pj";
   const attempts = step.schema === "scheduler" ? "attempts" : "pa";
+  // The seeds' minimum in one statement: the claim's own conditions are the pre-call check,
+  // and the attempts it opens are durable with it (the scheduler's ClaimDueRun does so).
+  const fusedClaim = `WITH c AS (SELECT id FROM ${jobs} WHERE status = 'scheduled' AND due_at <= now() ORDER BY due_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
+      u AS (UPDATE ${jobs} j SET status = 'running', lease_owner = 'w1', lease_generation = j.lease_generation + 1, lease_until = now() + interval '30 s',
+          calls = j.calls + 1, updated_at = now()
+        FROM c WHERE j.id = c.id RETURNING j.id, j.lease_generation, j.version, j.target, j.calls, gen_random_uuid() AS attempt_id),
+      ins AS (INSERT INTO ${attempts} (id, job_id, number, lease_generation, worker, started_at)
+        SELECT u.attempt_id, u.id, u.calls, u.lease_generation, 'w1', now() FROM u)
+      SELECT id, lease_generation, version, target, attempt_id FROM u`;
   return {
     jobs,
-    claim: `WITH c AS (SELECT id FROM ${jobs} WHERE status = 'scheduled' AND due_at <= now() ORDER BY due_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
+    claim: step.fused
+      ? fusedClaim
+      : `WITH c AS (SELECT id FROM ${jobs} WHERE status = 'scheduled' AND due_at <= now() ORDER BY due_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
       UPDATE ${jobs} j SET status = 'running', lease_owner = 'w1', lease_generation = j.lease_generation + 1, lease_until = now() + interval '30 s'
       FROM c WHERE j.id = c.id RETURNING j.id, j.lease_generation, j.version, j.target`,
     check: step.attempts
@@ -196,7 +225,7 @@ async function run(step: Step): Promise<Figures> {
           const room = 2 * CONC - inFlight - armed.length;
           if (ready.length === 0 || room < Math.min(16, ready.length)) break;
           const batch = ready.splice(0, room);
-          if (step.check) {
+          if (step.check && !step.fused) {
             const rows = await sql.unsafe(q.check, [batch.map((j) => j.id), batch.map((j) => j.lease_generation), batch.map((j) => j.version)], {
               prepare: true,
             });
