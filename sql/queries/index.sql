@@ -47,6 +47,12 @@ SELECT id, job_id, due_at FROM index_outbox
 ORDER BY id
 LIMIT $1;
 
+-- name: OutboxPending
+-- Whether any row waits, outside a transaction: an idle relay's pass is this one statement
+-- instead of a transaction of four (lock, fence, lag, take). A row committed just after it
+-- waits for the next pass, as one committed just after OutboxTake's snapshot does.
+SELECT EXISTS (SELECT 1 FROM index_outbox) AS pending;
+
 -- name: OutboxDelete
 DELETE FROM index_outbox WHERE id = ANY($1::bigint[]);
 

@@ -2,7 +2,7 @@
  * The outbox relay: applies index_outbox rows (written in the jobs' own transactions) to the
  * due index, at least once, in id order, under the coordinator's fence.
  *
- * One pass, in one transaction: take the relay lock (one pass at a time, whoever runs it),
+ * One pass, when OutboxPending says a row waits, in one transaction: take the relay lock (one pass at a time, whoever runs it),
  * check that this process still holds the coordinator lease at its epoch (if not, apply
  * nothing), take the oldest `batch` rows, apply them to the index, and delete them only after
  * the index write succeeded. When the write fails the transaction rolls back, the rows stay,
@@ -24,7 +24,7 @@
  */
 import type { Logger } from "../obs/log.ts";
 import type { Db } from "../store/db.ts";
-import { type OutboxRow, outboxDelete, outboxLag, outboxRelayFence, outboxRelayLock, outboxTake } from "../store/index-queries.ts";
+import { type OutboxRow, outboxDelete, outboxLag, outboxPending, outboxRelayFence, outboxRelayLock, outboxTake } from "../store/index-queries.ts";
 import type { LeaseHold } from "../store/leases.ts";
 import { PeriodicLoop } from "../time/periodic-loop.ts";
 import type { DueEntry, DueIndex } from "./due-index.ts";
@@ -71,6 +71,12 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
   async runOnce(): Promise<RelayResult> {
     const fence = this.o.fence();
     if (!fence) return { applied: 0, fenced: true, lagSeconds: 0 };
+    // An idle relay runs every interval: with nothing waiting, one statement and no
+    // transaction. Nothing to apply needs no fence either, so it is not checked.
+    if (!(await outboxPending(this.o.db))) {
+      this.o.onLag?.(0);
+      return { applied: 0, fenced: false, lagSeconds: 0 };
+    }
     const result = await this.o.db.tx(async (q): Promise<RelayResult> => {
       await outboxRelayLock(q);
       if (!(await outboxRelayFence(q, fence))) {
@@ -117,7 +123,7 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
   /**
    * A full batch means more rows are probably waiting: go again at once. Otherwise the outbox
    * is (nearly) drained and a short pause bounds the relay's added latency (a new row waits
-   * at most ~intervalMs) while an idle relay costs one cheap query per interval.
+   * at most ~intervalMs) while an idle relay costs one cheap query per interval (OutboxPending).
    */
   protected nextDelayMs(last: RelayResult | undefined): number {
     return last?.applied === this.o.batch ? 0 : this.intervalMs;

@@ -85,6 +85,11 @@ export async function outboxTake(q: Queryable, limit: number): Promise<OutboxRow
   return rows.map((r) => ({ id: String(r.id), job_id: r.job_id, due_at: r.due_at }));
 }
 
+export async function outboxPending(q: Queryable): Promise<boolean> {
+  const [row] = await q.query<{ pending: boolean }>(sql("OutboxPending"));
+  return row?.pending === true;
+}
+
 export async function outboxDelete(q: Queryable, ids: string[]): Promise<void> {
   await q.query(sql("OutboxDelete"), [ids]);
 }

@@ -173,6 +173,35 @@ for (const driver of DRIVERS) {
       expect((await relay().runOnce()).lagSeconds).toBe(0);
     });
 
+    test("idle: with nothing waiting a pass is one statement and no transaction; a row written after it goes with the next pass", async () => {
+      let txs = 0;
+      let statements = 0;
+      const counted = {
+        ...t.db,
+        query: ((...a: Parameters<typeof t.db.query>) => {
+          statements++;
+          return t.db.query(...a);
+        }) as typeof t.db.query,
+        tx: ((fn: Parameters<typeof t.db.tx>[0]) => {
+          txs++;
+          return t.db.tx(fn);
+        }) as typeof t.db.tx,
+      };
+      const lags: number[] = [];
+      const r = relay({ db: counted, onLag: (x) => lags.push(x) });
+      for (let i = 0; i < 3; i++) expect(await r.runOnce()).toEqual({ applied: 0, fenced: false, lagSeconds: 0 });
+      expect([txs, statements]).toEqual([0, 3]);
+      expect(lags).toEqual([0, 0, 0]);
+      // Written after an empty pass: the next one finds it, takes it in its transaction and applies it.
+      const a = crypto.randomUUID();
+      const now = Date.now();
+      await appendOutbox(t.db, [{ jobId: a, dueAt: new Date(now) }]);
+      expect((await r.runOnce()).applied).toBe(1);
+      expect(txs).toBe(1);
+      expect(await all()).toEqual([{ jobId: a, dueMs: now }]);
+      expect(await outboxCount()).toBe(0);
+    });
+
     test("batches: a full batch goes again at once, a partial one pauses; the oldest rows go first", async () => {
       const ids = Array.from({ length: 5 }, () => crypto.randomUUID());
       const now = Date.now();
