@@ -1,4 +1,4 @@
-import { deferJobs, releaseJobs, startAttempts } from "../store/worker-queries.ts";
+import { startAttempts } from "../store/worker-queries.ts";
 import { OutcomeNotRecorded } from "./completion-batcher.ts";
 import { laneKey } from "./host-lane.ts";
 import type { HostLimiter } from "./host-limiter.ts";
@@ -6,7 +6,7 @@ import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
 import { HeldPump } from "./held-pump.ts";
 import type { InFlight, InFlightJobs, Phase } from "./in-flight.ts";
 import type { SlotSizing } from "./slot-sizing.ts";
-import { giveBackUncalled } from "./give-back-uncalled.ts";
+import { HandBack } from "./hand-back.ts";
 import { RetryVerifier } from "./verify-before-retry.ts";
 import type { WorkerOptions } from "./worker-options.ts";
 
@@ -44,6 +44,7 @@ export class CallLine {
   /** Runs passes over the jobs held for their host (phase `held`; the limiter keeps their order). */
   private readonly held: HeldPump;
   private readonly verifier: RetryVerifier;
+  private readonly back: HandBack;
   private readonly calls = new Set<Promise<void>>();
   /**
    * Claimed jobs whose instant has come, in order, waiting for a call slot. The pump takes
@@ -64,6 +65,7 @@ export class CallLine {
     this.sizing = d.sizing;
     this.attempt = d.attempt;
     const o = d.o;
+    this.back = new HandBack({ o, jobs: d.jobs, limiter: d.limiter, stopping: d.stopping, handled: d.handled });
     this.held = new HeldPump(
       this.limiter,
       () => this.heldPass(),
@@ -131,13 +133,7 @@ export class CallLine {
 
   /** Jobs not called after all, whose attempt may be open: released, and given back in the background. */
   giveBackUncalled(fs: InFlight[]): void {
-    for (const f of fs) this.jobs.release(f, "given back");
-    this.handled(
-      giveBackUncalled(
-        { db: this.o.db, owner: this.o.owner, leaseTtlMs: this.o.leaseTtlMs, log: this.o.log, stopping: () => this.stopping },
-        fs.map((f) => ({ id: f.job.id, gen: f.gen })),
-      ),
-    );
+    this.back.giveBackUncalled(fs);
   }
 
   /** Jobs whose due instant has come: in line for a call slot. */
@@ -268,7 +264,7 @@ export class CallLine {
       try {
         await this.begin(ready);
       } finally {
-        if (deferred.length > 0) await this.defer(deferred);
+        if (deferred.length > 0) await this.back.defer(deferred);
       }
     } catch (err) {
       // Jobs claimed but never started (nor held, armed or verifying) stay leased until the reaper returns them.
@@ -276,20 +272,6 @@ export class CallLine {
       throw err;
     } finally {
       this.held.arm(this.heldLeft());
-    }
-  }
-
-  /** Jobs whose host has no room for a while: handed back to the database, due again after `delayMs`. */
-  private async defer(jobs: { f: InFlight; delayMs: number }[]): Promise<void> {
-    try {
-      await deferJobs(
-        this.o.db,
-        this.o.owner,
-        jobs.map(({ f, delayMs }) => ({ id: f.job.id, gen: f.gen, delayMs })),
-      );
-      this.o.log.debug({ jobs: jobs.length }, "target hosts at their limit: jobs handed back, due again shortly");
-    } finally {
-      for (const { f } of jobs) this.jobs.release(f, "deferred");
     }
   }
 
@@ -307,7 +289,7 @@ export class CallLine {
       if (overdue.length > 0) {
         // x.at is on this process's clock (the host's pacing): handed over as a wait.
         const now = Date.now();
-        await this.defer(overdue.map((x) => ({ f: x.item, delayMs: x.at - now })));
+        await this.back.defer(overdue.map((x) => ({ f: x.item, delayMs: x.at - now })));
       }
       await this.begin(ready);
     } catch (err) {
@@ -371,20 +353,7 @@ export class CallLine {
       const startedIds = new Set(started.map((s) => s.job_id));
       // Cancelled, rescheduled, reclaimed or its lease lapsed since the claim: not called.
       const stale = ready.filter((f) => !startedIds.has(f.job.id));
-      if (stale.length > 0) {
-        for (const f of stale) this.limiter.forget(f.job.id);
-        const released = await releaseJobs(
-          this.o.db,
-          this.o.owner,
-          stale.map((f) => ({ id: f.job.id, gen: f.gen })),
-        );
-        this.o.metrics.staleDispatches.inc(stale.length);
-        for (const f of stale) {
-          this.jobs.release(f, "stale");
-          const r = released.find((x) => x.id === f.job.id);
-          this.o.log.info({ job_id: f.job.id, status: r?.status ?? "reclaimed" }, "dispatch is stale (cancelled or changed since the claim); not calling");
-        }
-      }
+      if (stale.length > 0) await this.back.releaseStale(stale);
     } catch (err) {
       for (const f of ready) if (f.phase === "starting") this.jobs.release(f, "failed");
       throw err;
@@ -392,16 +361,8 @@ export class CallLine {
   }
 
   /** Jobs not called after all, no attempt open (a cancel, a lost lease, a stop): back to the database at once. */
-  async returnHeld(fs: InFlight[]): Promise<void> {
-    try {
-      await releaseJobs(
-        this.o.db,
-        this.o.owner,
-        fs.map((f) => ({ id: f.job.id, gen: f.gen })),
-      );
-    } finally {
-      for (const f of fs) this.jobs.release(f, "given back");
-    }
+  returnHeld(fs: InFlight[]): Promise<void> {
+    return this.back.returnHeld(fs);
   }
 
   /** Calls the target: `calling` (what WORKER_CONCURRENCY bounds) until it answers, then `finishing` until the outcome is written. */
