@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { createDatabase, dropDatabase, testDatabaseUrl } from "../test/helpers/db.ts";
-import { wholeFlagOrExit } from "./lib/args.ts";
+import { wholeFlagsOrExit } from "./lib/args.ts";
 import { createJobs } from "./lib/create-jobs.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { SchedulerProcess } from "./lib/scheduler-process.ts";
@@ -26,11 +26,8 @@ import { costBetween, PgCost } from "./peers/pg-cost.ts";
 
 const USAGE = "usage: bun bench/beside-schedules.ts [--jobs N] [--schedules N] [--rounds N]   (npm run bench:beside-schedules -- …)";
 const { values } = parseArgs({ options: { jobs: { type: "string" }, schedules: { type: "string" }, rounds: { type: "string" }, help: { type: "boolean" } } });
-if (values.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const flag = (name: string, raw: string | undefined, dflt: number) => wholeFlagOrExit("beside-schedules", USAGE, name, raw, dflt);
+// --help prints the usage; a bad number is one line and the usage (bench/lib/args.ts).
+const flag = wholeFlagsOrExit("beside-schedules", USAGE, values.help);
 const N = flag("jobs", values.jobs, 20_000);
 const SCHEDULES = flag("schedules", values.schedules, 5);
 const ROUNDS = flag("rounds", values.rounds, 3);

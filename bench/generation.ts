@@ -26,7 +26,7 @@ import { openPostgres } from "../src/store/postgres-driver.ts";
 import { createDatabase, dropDatabase, testDatabaseUrl } from "../test/helpers/db.ts";
 import { takeShards } from "../test/helpers/shards.ts";
 import postgres from "postgres";
-import { wholeFlagOrExit } from "./lib/args.ts";
+import { wholeFlagsOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
@@ -36,11 +36,8 @@ const USAGE = "usage: bun bench/generation.ts [--schedules N] [--rounds N] [--ov
 const { values } = parseArgs({
   options: { schedules: { type: "string" }, rounds: { type: "string" }, overlaps: { type: "string" }, batch: { type: "string" }, help: { type: "boolean" } },
 });
-if (values.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const flag = (name: string, raw: string | undefined, dflt: number) => wholeFlagOrExit("generation", USAGE, name, raw, dflt);
+// --help prints the usage; a bad number is one line and the usage (bench/lib/args.ts).
+const flag = wholeFlagsOrExit("generation", USAGE, values.help);
 const N = flag("schedules", values.schedules, 10_000);
 const ROUNDS = flag("rounds", values.rounds, 2);
 const BATCH = values.batch === undefined ? undefined : flag("batch", values.batch, SCHEDULE_BATCH);

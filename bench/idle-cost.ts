@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { createDatabase, dropDatabase, testDatabaseUrl } from "../test/helpers/db.ts";
-import { wholeFlagOrExit } from "./lib/args.ts";
+import { wholeFlagsOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds, procMemoryBytes, SchedulerProcess } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
@@ -26,11 +26,8 @@ import { PgCost } from "./peers/pg-cost.ts";
 
 const USAGE = "usage: bun bench/idle-cost.ts [--seconds N] [--settle N]   (npm run bench:idle -- …)";
 const { values } = parseArgs({ options: { seconds: { type: "string" }, settle: { type: "string" }, help: { type: "boolean" } } });
-if (values.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const flag = (name: string, raw: string | undefined, dflt: number) => wholeFlagOrExit("idle-cost", USAGE, name, raw, dflt);
+// --help prints the usage; a bad number is one line and the usage (bench/lib/args.ts).
+const flag = wholeFlagsOrExit("idle-cost", USAGE, values.help);
 const SECONDS = flag("seconds", values.seconds, 30);
 const SETTLE = flag("settle", values.settle, 5);
 const say = (s: string) => process.stderr.write(`${s}\n`);

@@ -38,7 +38,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { createDatabase, dropDatabase, testDatabaseUrl } from "../test/helpers/db.ts";
-import { wholeFlagOrExit } from "./lib/args.ts";
+import { wholeFlagsOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, range, table } from "./lib/stats.ts";
@@ -46,11 +46,8 @@ import { keyValues, range, table } from "./lib/stats.ts";
 const USAGE =
   "usage: bun bench/layout-cost.ts [--jobs N] [--rounds N] [--layouts today,hot,tenant-index,path-only,at-end,no-attempt,occurrences,occurrences-queue]   (npm run bench:layout -- …)";
 const { values } = parseArgs({ options: { jobs: { type: "string" }, rounds: { type: "string" }, layouts: { type: "string" }, help: { type: "boolean" } } });
-if (values.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const flag = (name: string, raw: string | undefined, dflt: number) => wholeFlagOrExit("layout-cost", USAGE, name, raw, dflt);
+// --help prints the usage; a bad number is one line and the usage (bench/lib/args.ts).
+const flag = wholeFlagsOrExit("layout-cost", USAGE, values.help);
 const N = flag("jobs", values.jobs, 40_000);
 const ROUNDS = flag("rounds", values.rounds, 2);
 const CLAIM_BATCH = 200;

@@ -45,7 +45,7 @@ import { Metrics } from "../src/obs/metrics.ts";
 import { createLogger } from "../src/obs/log.ts";
 import { loadConfig } from "../src/config.ts";
 import { startRuntime } from "../src/runtime.ts";
-import { wholeFlagOrExit } from "./lib/args.ts";
+import { wholeFlagsOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { threadCpuSeconds } from "./lib/thread-cpu.ts";
@@ -66,11 +66,8 @@ const { values } = parseArgs({
     help: { type: "boolean" },
   },
 });
-if (values.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const flag = (name: string, raw: string | undefined, dflt: number) => wholeFlagOrExit("path-ladder", USAGE, name, raw, dflt);
+// --help prints the usage; a bad number is one line and the usage (bench/lib/args.ts).
+const flag = wholeFlagsOrExit("path-ladder", USAGE, values.help);
 const N = flag("jobs", values.jobs, 40_000);
 const ROUNDS = flag("rounds", values.rounds, 2);
 const CONC = flag("concurrency", values.concurrency, 32);

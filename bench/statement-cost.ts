@@ -19,7 +19,7 @@ import { migrate } from "../src/store/migrate.ts";
 import { openPostgres } from "../src/store/postgres-driver.ts";
 import { acquireShards } from "../src/store/shards.ts";
 import { completeAttempts, type Completion } from "../src/store/worker-queries.ts";
-import { wholeFlagOrExit } from "./lib/args.ts";
+import { wholeFlagsOrExit } from "./lib/args.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
@@ -39,12 +39,8 @@ const { values } = parseArgs({
     help: { type: "boolean" },
   },
 });
-if (values.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-// One line and the usage on bad input, as every bench does (bench/lib/args.ts).
-const flag = (name: string, raw: string | undefined, dflt: number) => wholeFlagOrExit("statement-cost", USAGE, name, raw, dflt);
+// --help prints the usage; a bad number is one line and the usage (bench/lib/args.ts).
+const flag = wholeFlagsOrExit("statement-cost", USAGE, values.help);
 const N = flag("jobs", values.jobs, 20_000);
 const ROUNDS = flag("rounds", values.rounds, 3);
 const CLAIM_BATCH = flag("claim-batch", values["claim-batch"], 250);

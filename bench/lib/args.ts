@@ -106,6 +106,18 @@ export function parseBenchArgs(argv: string[]): BenchArgs | undefined {
 }
 
 /**
+ * The start every bench with whole-number flags shares: `--help` prints the usage and exits
+ * 0; the reader it returns parses one flag, and a bad value exits 2 with one line and the usage.
+ */
+export function wholeFlagsOrExit(who: string, usage: string, help: boolean | undefined): (name: string, raw: string | undefined, dflt: number) => number {
+  if (help) {
+    console.log(usage);
+    process.exit(0);
+  }
+  return (name, raw, dflt) => wholeFlagOrExit(who, usage, name, raw, dflt);
+}
+
+/**
  * A whole-number flag, or its default when absent; bad input ends the bench with one line
  * (`who: what is wrong`), the usage, and exit code 2.
  */
