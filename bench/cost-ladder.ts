@@ -2,11 +2,14 @@
 /**
  * Where a delivery's cost comes from, one step at a time: the design's minimal loop (one claim
  * per 500 jobs, the POST, one completion per 200), then that loop plus each thing the
- * scheduler does on top of it, ending with the scheduler's own tables (all their indexes and
- * triggers) under the same three statements. Each step is a separate table or database on the
- * same durable server, the same loopback target (its own process), 32 calls in flight.
- * The scheduler itself is bench:peers' figure; the gap between the last step here and it is
- * the scheduler's statements and process, the gaps between steps are what each piece costs.
+ * scheduler does on top of it (a check statement, attempt rows), the scheduler's own tables
+ * (all their indexes and triggers) under the same three statements, and last the two `fused`
+ * steps: two statements, the claim being the check and opening the attempts as the
+ * scheduler's claims do (no fence, unlike the scheduler's), on plain tables and on the
+ * scheduler's. Each step is a separate table or database on the same durable server, the same
+ * loopback target (its own process), 32 calls in flight. The scheduler itself is bench:peers'
+ * figure; the gap between the `fused, sched. tables` step and it is the scheduler's fence,
+ * statements and process, the gaps between steps are what each piece costs.
  *
  *   npm run bench:ladder                  # 20,000 jobs per step
  *   npm run bench:ladder -- --jobs 50000

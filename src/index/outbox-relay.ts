@@ -41,7 +41,10 @@ export interface OutboxRelayOptions {
   fence: () => Pick<LeaseHold, "name" | "owner" | "epoch"> | undefined;
   /** Pause after a pass that did not fill its batch; default 100 ms. */
   intervalMs?: number;
-  /** Called after every pass with the outbox lag (seconds since the oldest pending row was written). */
+  /**
+   * Called after every pass not fenced off with the outbox lag (seconds since the oldest
+   * pending row was written): 0 after an idle pass, which checks no fence.
+   */
   onLag?: (seconds: number) => void;
   /** Called after entries were added, with the earliest due instant among them (epoch ms). */
   onUpserted?: (earliestDueMs: number) => void;
@@ -53,7 +56,11 @@ export interface OutboxRelayOptions {
 export interface RelayResult {
   /** Rows taken and deleted (before coalescing). */
   applied: number;
-  /** This process does not hold the coordinator lease (any more): the pass applied nothing. */
+  /**
+   * True: this process does not hold the coordinator lease (any more), and the pass applied
+   * nothing. False: rows were taken under the fence, or none waited and the fence was not
+   * checked (an idle pass): not a proof that the lease is still held.
+   */
   fenced: boolean;
   /** Age in seconds of the oldest row pending when the pass started; 0 when there was none. */
   lagSeconds: number;

@@ -16,7 +16,8 @@ export interface HandBackDeps {
 /**
  * The call line's ways of handing a claimed job back to the database without calling it,
  * each with the job's release from memory: what the job's state allows decides which.
- * - returnHeld: no attempt open (cancelled, lease lost, stopping): due again at once.
+ * - returnHeld: no attempt open (cancelled, lease lost, stopping): due again at once, or
+ *   cancelled when a cancel was asked (ReleaseJobs).
  * - defer: its host has no room for a while: due again after the host's wait.
  * - giveBackUncalled: the pre-call check may have opened an attempt that was never called.
  * - releaseStale: the pre-call check refused it (changed or reclaimed since the claim).

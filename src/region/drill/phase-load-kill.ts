@@ -3,7 +3,11 @@ import { DrillError } from "./errors.ts";
 import { Load } from "./load.ts";
 import { type DrillState, SCHEDULE_PATH } from "./drill-state.ts";
 
-/** 5–6. The load and the schedule through both APIs; region a and its primary killed once a third of it is acknowledged. */
+/**
+ * 5–6. The schedule through region a's API and the load through both; region a and its
+ * primary killed once a third of the load is acknowledged and something was delivered (or
+ * half of it is acknowledged).
+ */
 export async function loadAndKill(s: DrillState): Promise<void> {
   const target = s.target!;
   const aAll = s.procs.get("a-all")!.proc;
