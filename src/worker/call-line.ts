@@ -1,10 +1,9 @@
-import { startAttempts } from "../store/worker-queries.ts";
 import { OutcomeNotRecorded } from "./completion-batcher.ts";
-import { laneKey } from "./host-lane.ts";
 import type { HostLimiter } from "./host-limiter.ts";
 import { type AttemptDeps, callAttempt } from "./attempt-call.ts";
-import { HeldPump } from "./held-pump.ts";
+import { HostAdmission } from "./host-admission.ts";
 import type { InFlight, InFlightJobs, Phase } from "./in-flight.ts";
+import { PreCallCheck } from "./pre-call-check.ts";
 import type { SlotSizing } from "./slot-sizing.ts";
 import { HandBack } from "./hand-back.ts";
 import { RetryVerifier } from "./verify-before-retry.ts";
@@ -38,12 +37,11 @@ export class CallLine {
   private readonly o: WorkerOptions;
   private readonly jobs: InFlightJobs;
   private readonly count: Readonly<Record<Phase, number>>;
-  private readonly limiter: HostLimiter<InFlight>;
   private readonly sizing: SlotSizing;
   private readonly attempt: AttemptDeps;
-  /** Runs passes over the jobs held for their host (phase `held`; the limiter keeps their order). */
-  private readonly held: HeldPump;
-  private readonly verifier: RetryVerifier;
+  /** Asks each job's host for room; runs the passes over the jobs held for it (phase `held`). */
+  private readonly hosts: HostAdmission;
+  private readonly check: PreCallCheck;
   private readonly back: HandBack;
   private readonly calls = new Set<Promise<void>>();
   /**
@@ -61,17 +59,20 @@ export class CallLine {
     this.o = d.o;
     this.jobs = d.jobs;
     this.count = d.jobs.counts;
-    this.limiter = d.limiter;
     this.sizing = d.sizing;
     this.attempt = d.attempt;
     const o = d.o;
     this.back = new HandBack({ o, jobs: d.jobs, limiter: d.limiter, stopping: d.stopping, handled: d.handled });
-    this.held = new HeldPump(
-      this.limiter,
-      () => this.heldPass(),
-      (p) => this.handled(p),
-    );
-    this.verifier = new RetryVerifier({
+    this.hosts = new HostAdmission({
+      o,
+      jobs: d.jobs,
+      limiter: d.limiter,
+      back: this.back,
+      begin: (fs) => this.begin(fs),
+      stopping: d.stopping,
+      handled: d.handled,
+    });
+    const verifier = new RetryVerifier({
       db: o.db,
       owner: o.owner,
       log: o.log,
@@ -84,9 +85,18 @@ export class CallLine {
       finished: (f) => {
         this.jobs.release(f, "verified");
         this.noteRoom();
-        this.held.kick(this.count.held);
+        this.hosts.kick();
       },
       background: (p) => this.handled(p),
+    });
+    this.check = new PreCallCheck({
+      o,
+      jobs: d.jobs,
+      sizing: d.sizing,
+      verifier,
+      back: this.back,
+      arm: (f, attemptId, number, catchup) => this.arm(f, attemptId, number, catchup),
+      launchArmed: () => this.launchArmed(),
     });
   }
 
@@ -122,13 +132,13 @@ export class CallLine {
    * taken out of the line; the caller hands them back. The held pass's timer is stopped.
    */
   takeWaiting(): InFlight[] {
-    this.held.disarm();
-    return [...this.limiter.drainHeld(), ...this.ready.splice(0)];
+    this.hosts.disarm();
+    return [...this.d.limiter.drainHeld(), ...this.ready.splice(0)];
   }
 
   /** A held job was cancelled: the next pass over held jobs gives it back. */
   kickHeld(): void {
-    this.held.kick(this.count.held);
+    this.hosts.kick();
   }
 
   /** Jobs not called after all, whose attempt may be open: released, and given back in the background. */
@@ -189,7 +199,7 @@ export class CallLine {
       if (batch.length === 0) return;
       for (const f of batch) this.jobs.enter(f, "starting");
       try {
-        await this.admit(batch);
+        await this.hosts.admit(batch);
       } catch (err) {
         // Each job of the batch is accounted for (called, given back or left to its lease).
         this.o.log.error(
@@ -237,127 +247,9 @@ export class CallLine {
     this.armed.push({ f, attemptId, number, catchup });
   }
 
-  /** Ask each job's host for room, then the pre-call check and the call. */
-  private async admit(fs: InFlight[]): Promise<void> {
-    // Cancelled or lease lost while waiting for the instant or a slot: not called.
-    const gone = fs.filter((f) => f.abort.signal.aborted);
-    if (gone.length > 0) await this.returnHeld(gone);
-    const claimed = fs.filter((f) => !f.abort.signal.aborted && this.jobs.holds(f));
-    if (claimed.length === 0) return;
-    try {
-      const now = Date.now();
-      const deferred: { f: InFlight; delayMs: number }[] = [];
-      const ready: InFlight[] = [];
-      for (const f of claimed) {
-        const { job } = f;
-        const a = this.limiter.admit(laneKey(job.target.url, job.tenant, job.host_limits), job.id, this.limiter.limitsOf(job.host_limits), f, now);
-        if (a.kind === "go") {
-          ready.push(f);
-          continue;
-        }
-        this.o.metrics.hostDeferrals.inc();
-        if (a.kind === "hold") this.jobs.enter(f, "held");
-        else deferred.push({ f, delayMs: a.at - now });
-      }
-      // Neither group waits out its leases because the other's statement failed: the jobs
-      // cleared to go start first, and the others are handed back whatever happened to them.
-      try {
-        await this.begin(ready);
-      } finally {
-        if (deferred.length > 0) await this.back.defer(deferred);
-      }
-    } catch (err) {
-      // Jobs claimed but never started (nor held, armed or verifying) stay leased until the reaper returns them.
-      for (const f of claimed) if (f.phase === "starting") this.jobs.release(f, "failed");
-      throw err;
-    } finally {
-      this.held.arm(this.heldLeft());
-    }
-  }
-
-  /**
-   * A pass over the jobs held for their host (HeldPump runs one at a time): gives back the
-   * cancelled, starts those whose host has room, hands back those held too long. Returns
-   * how many are still held, for the pump's timer.
-   */
-  private async heldPass(): Promise<number> {
-    if (this.stopping) return 0;
-    try {
-      const aborted = this.limiter.removeHeld((f) => f.abort.signal.aborted);
-      if (aborted.length > 0) await this.returnHeld(aborted);
-      const { ready, overdue } = this.limiter.pump(Date.now());
-      if (overdue.length > 0) {
-        // x.at is on this process's clock (the host's pacing): handed over as a wait.
-        const now = Date.now();
-        await this.back.defer(overdue.map((x) => ({ f: x.item, delayMs: x.at - now })));
-      }
-      await this.begin(ready);
-    } catch (err) {
-      this.o.log.error(
-        { err },
-        "starting jobs that waited for their host failed; those not given back at once wait for their leases to lapse, then are retried",
-      );
-    }
-    return this.heldLeft();
-  }
-
-  /** Jobs held for their host, as the pump's timer counts them (none once stopping: stop() gives them back). */
-  private heldLeft(): number {
-    return this.stopping ? 0 : this.count.held;
-  }
-
   /** The pre-call check for jobs whose host slot is reserved, then one call per job that passes it. */
-  async begin(fs: InFlight[]): Promise<void> {
-    for (const f of fs) this.jobs.enter(f, "starting");
-    // Verify before retry: a job whose last call may have been delivered asks its target first.
-    const ready = this.verifier.divert(fs);
-    if (ready.length < fs.length) {
-      const go = new Set(ready);
-      for (const f of fs) if (!go.has(f)) this.jobs.enter(f, "verifying");
-    }
-    if (ready.length === 0) return;
-    let started: Awaited<ReturnType<typeof startAttempts>>;
-    const sentAt = performance.now();
-    try {
-      started = await startAttempts(
-        this.o.db,
-        this.o.owner,
-        this.o.region,
-        ready.map((f) => ({ id: f.job.id, gen: f.gen, version: f.job.version })),
-        {
-          ttlMs: this.o.leaseTtlMs,
-          marginMs: this.o.leaseMarginMs,
-        },
-      );
-      const ms = performance.now() - sentAt;
-      this.sizing.checked(ms);
-      await this.o.afterStartAttempts?.(started.map((s) => s.job_id));
-    } catch (err) {
-      // No answer: the check may have committed and opened attempts, or not. Nothing is
-      // called (its outcome could not be recorded against an attempt we do not know), and
-      // everything is given back at once, not left for the reaper, which would count an
-      // opened attempt as a lost call: a max_attempts 1 job would die uncalled.
-      this.giveBackUncalled(ready);
-      throw err;
-    }
-    // Opened attempts are called (or armed for the next free slot) before anything else can fail.
-    for (const s of started) {
-      const f = this.jobs.get(s.job_id);
-      if (!f) continue;
-      // The check extended the lease: the watchdog counts from it.
-      f.leaseAt = Math.max(f.leaseAt, sentAt);
-      this.arm(f, s.attempt_id, s.number, s.catchup);
-    }
-    this.launchArmed();
-    try {
-      const startedIds = new Set(started.map((s) => s.job_id));
-      // Cancelled, rescheduled, reclaimed or its lease lapsed since the claim: not called.
-      const stale = ready.filter((f) => !startedIds.has(f.job.id));
-      if (stale.length > 0) await this.back.releaseStale(stale);
-    } catch (err) {
-      for (const f of ready) if (f.phase === "starting") this.jobs.release(f, "failed");
-      throw err;
-    }
+  begin(fs: InFlight[]): Promise<void> {
+    return this.check.run(fs);
   }
 
   /** Jobs not called after all, no attempt open (a cancel, a lost lease, a stop): back to the database at once. */
@@ -395,7 +287,7 @@ export class CallLine {
         // Even with jobs in line: the pump may start none of them (too little room for a
         // check yet), and the claim room has grown all the same.
         this.noteRoom();
-        this.held.kick(this.count.held);
+        this.hosts.kick();
       });
     this.calls.add(p);
   }
