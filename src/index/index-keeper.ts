@@ -302,7 +302,7 @@ export class IndexKeeper extends PeriodicLoop<void> {
     try {
       await this.timed(() => this.o.index.entriesCompareAndSet({ changes: claimed.map((c) => ({ jobId: c.id, ifDueMs: c.due_at.getTime(), dueMs: null })) }));
     } catch (err) {
-      this.markDown("settle", err);
+      this.markDown("forget", err);
     }
   }
 
