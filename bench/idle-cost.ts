@@ -22,7 +22,7 @@ import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds, procMemoryBytes, SchedulerProcess } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
 import { keyValues, table } from "./lib/stats.ts";
-import { PgCost } from "./peers/pg-cost.ts";
+import { costBetween, PgCost } from "./peers/pg-cost.ts";
 
 const USAGE = "usage: bun bench/idle-cost.ts [--seconds N] [--settle N]   (npm run bench:idle -- …)";
 const { values } = parseArgs({ options: { seconds: { type: "string" }, settle: { type: "string" }, help: { type: "boolean" } } });
@@ -50,8 +50,6 @@ interface Figures {
   rssMiB: number;
   top?: { query: string; perSecond: number }[];
 }
-
-const isControl = (q: string) => /^\s*(begin|commit|rollback|end|start transaction|savepoint|release)\b/i.test(q);
 
 async function measure(config: string, env: Record<string, string>): Promise<Figures> {
   const url = await createDatabase();
@@ -83,28 +81,17 @@ async function measure(config: string, env: Record<string, string>): Promise<Fig
       const pg1 = backendCpu(pids);
       const after = await cost.snapshot(db, hasStatements);
       const rss = procMemoryBytes(proc.proc.pid, "VmRSS") ?? 0;
-      const f: Figures = {
+      const c = costBetween(before, after);
+      return {
         config,
         processCpuMs: ((cpu1 - cpu0) * 1000) / seconds,
         backendCpuMs: ((pg1 - pg0) * 1000) / seconds,
         rssMiB: rss / 2 ** 20,
-        transactions: (after.commits + after.rollbacks - before.commits - before.rollbacks) / seconds,
+        transactions: (c.commits + c.rollbacks) / seconds,
+        walBytes: c.walBytes === undefined ? undefined : c.walBytes / seconds,
+        statements: c.statements === undefined ? undefined : c.statements / seconds,
+        top: c.top?.map((t) => ({ query: t.query.replace(/\s+/g, " ").slice(0, 100), perSecond: t.calls / seconds })),
       };
-      if (before.walBytes !== undefined && after.walBytes !== undefined) f.walBytes = (after.walBytes - before.walBytes) / seconds;
-      if (before.statements && after.statements) {
-        let statements = 0;
-        const per: { query: string; perSecond: number }[] = [];
-        for (const [q, n] of after.statements) {
-          const d = n - (before.statements.get(q) ?? 0);
-          if (d <= 0) continue;
-          if (isControl(q)) continue;
-          statements += d;
-          per.push({ query: q.replace(/\s+/g, " ").slice(0, 100), perSecond: d / seconds });
-        }
-        f.statements = statements / seconds;
-        f.top = per.sort((a, b) => b.perSecond - a.perSecond).slice(0, 8);
-      }
-      return f;
     } finally {
       await proc.stop();
     }
