@@ -68,6 +68,8 @@ export interface RelayResult {
 
 export class OutboxRelay extends PeriodicLoop<RelayResult> {
   private readonly intervalMs: number;
+  /** The last pass filled its batch: rows are waiting, no need to ask. */
+  private lastFull = false;
 
   constructor(private readonly o: OutboxRelayOptions) {
     super("outbox-relay", o.log);
@@ -79,8 +81,9 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
     const fence = this.o.fence();
     if (!fence) return { applied: 0, fenced: true, lagSeconds: 0 };
     // An idle relay runs every interval: with nothing waiting, one statement and no
-    // transaction. Nothing to apply needs no fence either, so it is not checked.
-    if (!(await outboxPending(this.o.db))) {
+    // transaction. Nothing to apply needs no fence either, so it is not checked. Right after
+    // a full batch rows are waiting: not asked.
+    if (!this.lastFull && !(await outboxPending(this.o.db))) {
       this.o.onLag?.(0);
       return { applied: 0, fenced: false, lagSeconds: 0 };
     }
@@ -101,6 +104,7 @@ export class OutboxRelay extends PeriodicLoop<RelayResult> {
       );
       return { applied: rows.length, fenced: false, lagSeconds };
     });
+    this.lastFull = result.applied === this.o.batch;
     if (result.fenced) {
       this.o.log.debug({ lease: fence.name, epoch: fence.epoch }, "outbox relay: the coordinator lease moved on; this relay applies nothing");
     } else {

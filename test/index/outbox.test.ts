@@ -202,6 +202,31 @@ for (const driver of DRIVERS) {
       expect(await outboxCount()).toBe(0);
     });
 
+    test("after a full batch the next pass does not ask whether rows wait: it takes them", async () => {
+      let asked = 0;
+      const counted = {
+        ...t.db,
+        query: ((...a: Parameters<typeof t.db.query>) => {
+          asked++;
+          return t.db.query(...a);
+        }) as typeof t.db.query,
+      };
+      const now = Date.now();
+      await appendOutbox(
+        t.db,
+        [0, 1, 2].map((i) => ({ jobId: crypto.randomUUID(), dueAt: new Date(now + i) })),
+      );
+      const r = relay({ db: counted, batch: 2 });
+      expect((await r.runOnce()).applied).toBe(2);
+      expect(asked).toBe(1);
+      expect((await r.runOnce()).applied).toBe(1);
+      expect(asked).toBe(1);
+      // Not full: the next pass asks again, and finds nothing.
+      expect((await r.runOnce()).applied).toBe(0);
+      expect(asked).toBe(2);
+      expect(await index.size()).toBe(3);
+    });
+
     test("batches: a full batch goes again at once, a partial one pauses; the oldest rows go first", async () => {
       const ids = Array.from({ length: 5 }, () => crypto.randomUUID());
       const now = Date.now();
