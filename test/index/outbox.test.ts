@@ -40,6 +40,22 @@ for (const driver of DRIVERS) {
       new OutboxRelay({ db: t.db, index, batch: 100, windowMs: 60_000, log: silentLogger, fence: () => hold, ...over });
     const all = () => index.dueList({ dueBy: FAR, limit: 1000 });
     const outboxCount = async () => Number((await t.db.query<{ n: string }>("SELECT count(*) AS n FROM index_outbox"))[0]!.n);
+    /** The test's database, counting the statements sent outside a transaction and the transactions. */
+    const counted = () => {
+      const n = { statements: 0, txs: 0 };
+      const db = {
+        ...t.db,
+        query: ((...a: Parameters<typeof t.db.query>) => {
+          n.statements++;
+          return t.db.query(...a);
+        }) as typeof t.db.query,
+        tx: ((fn: Parameters<typeof t.db.tx>[0]) => {
+          n.txs++;
+          return t.db.tx(fn);
+        }) as typeof t.db.tx,
+      };
+      return { db, n };
+    };
     const byId = (es: DueEntry[]) => Object.fromEntries(es.map((e) => [e.jobId, e.dueMs]));
 
     test("append in a transaction, relay: the entries are in Redis and the rows are gone", async () => {
@@ -174,56 +190,37 @@ for (const driver of DRIVERS) {
     });
 
     test("idle: with nothing waiting a pass is one statement and no transaction; a row written after it goes with the next pass", async () => {
-      let txs = 0;
-      let statements = 0;
-      const counted = {
-        ...t.db,
-        query: ((...a: Parameters<typeof t.db.query>) => {
-          statements++;
-          return t.db.query(...a);
-        }) as typeof t.db.query,
-        tx: ((fn: Parameters<typeof t.db.tx>[0]) => {
-          txs++;
-          return t.db.tx(fn);
-        }) as typeof t.db.tx,
-      };
+      const { db, n } = counted();
       const lags: number[] = [];
-      const r = relay({ db: counted, onLag: (x) => lags.push(x) });
+      const r = relay({ db, onLag: (x) => lags.push(x) });
       for (let i = 0; i < 3; i++) expect(await r.runOnce()).toEqual({ applied: 0, fenced: false, lagSeconds: 0 });
-      expect([txs, statements]).toEqual([0, 3]);
+      expect([n.txs, n.statements]).toEqual([0, 3]);
       expect(lags).toEqual([0, 0, 0]);
       // Written after an empty pass: the next one finds it, takes it in its transaction and applies it.
       const a = crypto.randomUUID();
       const now = Date.now();
       await appendOutbox(t.db, [{ jobId: a, dueAt: new Date(now) }]);
       expect((await r.runOnce()).applied).toBe(1);
-      expect(txs).toBe(1);
+      expect(n.txs).toBe(1);
       expect(await all()).toEqual([{ jobId: a, dueMs: now }]);
       expect(await outboxCount()).toBe(0);
     });
 
     test("after a full batch the next pass does not ask whether rows wait: it takes them", async () => {
-      let asked = 0;
-      const counted = {
-        ...t.db,
-        query: ((...a: Parameters<typeof t.db.query>) => {
-          asked++;
-          return t.db.query(...a);
-        }) as typeof t.db.query,
-      };
+      const { db, n } = counted();
       const now = Date.now();
       await appendOutbox(
         t.db,
         [0, 1, 2].map((i) => ({ jobId: crypto.randomUUID(), dueAt: new Date(now + i) })),
       );
-      const r = relay({ db: counted, batch: 2 });
+      const r = relay({ db, batch: 2 });
       expect((await r.runOnce()).applied).toBe(2);
-      expect(asked).toBe(1);
+      expect(n.statements).toBe(1);
       expect((await r.runOnce()).applied).toBe(1);
-      expect(asked).toBe(1);
+      expect(n.statements).toBe(1);
       // Not full: the next pass asks again, and finds nothing.
       expect((await r.runOnce()).applied).toBe(0);
-      expect(asked).toBe(2);
+      expect(n.statements).toBe(2);
       expect(await index.size()).toBe(3);
     });
 
