@@ -1,5 +1,3 @@
-import { createHmac } from "node:crypto";
-
 const PREFIX = "whsec_";
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 
@@ -19,9 +17,13 @@ export function decodeSigningSecret(secret: string): Uint8Array {
   return new Uint8Array(key);
 }
 
-/** Standard Webhooks signature: "v1,<base64 HMAC-SHA256(key, `${id}.${timestampSec}.${body}`)>". */
+/**
+ * Standard Webhooks signature: "v1,<base64 HMAC-SHA256(key, `${id}.${timestampSec}.${body}`)>".
+ * Bun's own hasher, not node:crypto's createHmac: the same bytes, ~0.3 µs less a call and
+ * ~1 kB less garbage (createHmac builds a stream-capable object per call; bench/README part 30).
+ */
 export function signWebhook(key: Uint8Array, id: string, timestampSec: number, body: string): string {
-  const mac = createHmac("sha256", key).update(`${id}.${timestampSec}.${body}`, "utf8").digest("base64");
+  const mac = new Bun.CryptoHasher("sha256", key).update(`${id}.${timestampSec}.${body}`, "utf8").digest("base64");
   return `v1,${mac}`;
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { createHmac } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { decodeSigningSecret, signatureHeader, signWebhook } from "../../src/worker/signature.ts";
 
@@ -24,6 +25,15 @@ describe("signWebhook", () => {
     const ts = Math.floor(Date.now() / 1000);
     const headers = { "webhook-id": "a", "webhook-timestamp": String(ts), "webhook-signature": signWebhook(key, "a", ts, '{"x":1}') };
     expect(() => new Webhook(SECRET).verify('{"x":2}', headers)).toThrow();
+  });
+
+  test("the same bytes as node:crypto's HMAC, for a key of any bytes and a body beyond ASCII", () => {
+    // Key bytes 0x00–0xff (not text), a body with 2-, 3- and 4-byte UTF-8 characters.
+    const key = new Uint8Array(Array.from({ length: 64 }, (_, i) => (i * 37 + 128) % 256));
+    for (const body of ["", "plain", '{"note":"héllo ✓ 𝄞"}', "\u0000nul"]) {
+      const expected = createHmac("sha256", key).update(`id-1.1700000000.${body}`, "utf8").digest("base64");
+      expect(signWebhook(key, "id-1", 1700000000, body)).toBe(`v1,${expected}`);
+    }
   });
 
   test("id, timestamp and body all change the signature", () => {
