@@ -24,20 +24,28 @@ const pins = new BoundedMap<string, { until: number; address?: string; refused?:
 // times, and parsing and rewriting each call's URL was ~2 % of the worker's time.
 const calls = new BoundedMap<string, { until: number; call?: PinnedCall; refused?: TargetRefusedError }>(MAX_CACHED);
 
-/** The call's URL and pinning for a target; throws as checkTargetAddresses does. */
-export async function pinTarget(url: string, allowPrivate: boolean): Promise<PinnedCall> {
+/**
+ * The call's URL and pinning for a target; throws (or rejects) as checkTargetAddresses does.
+ * Known already (private targets allowed, or a pin still fresh): the answer itself, not a
+ * promise, so the common call makes no promise and awaits nothing here (see deliver).
+ */
+export function pinTarget(url: string, allowPrivate: boolean): PinnedCall | Promise<PinnedCall> {
   if (allowPrivate) {
-    // Nothing to resolve or pin: the syntax check only (it never changes for a URL), no extra await on the hot path.
+    // Nothing to resolve or pin: the syntax check only (it never changes for a URL).
     const syntax = targetUrlSyntax(url);
     if (syntax !== null) throw new TargetRefusedError(syntax);
     return { url };
   }
-  const now = Date.now();
   const known = calls.get(url);
-  if (known && known.until > now) {
+  if (known && known.until > Date.now()) {
     if (known.refused) throw known.refused;
     return known.call!;
   }
+  return lookUpPin(url, allowPrivate);
+}
+
+async function lookUpPin(url: string, allowPrivate: boolean): Promise<PinnedCall> {
+  const now = Date.now();
   const u = new URL(url);
   let pin = pins.get(u.hostname);
   if (!pin || pin.until <= now) {
