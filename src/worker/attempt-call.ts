@@ -1,15 +1,14 @@
 import type { Db } from "../store/db.ts";
-import type { ClaimedJob } from "../store/types.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Metrics } from "../obs/metrics.ts";
 import { ABORT_LEASE, ABORT_STOP } from "./abort-reasons.ts";
 import { asyncCallContext, isAcceptance, recordAcceptance } from "./async-accept.ts";
 import type { CompletionBatcher } from "./completion-batcher.ts";
 import { decideNext } from "./decide.ts";
-import { deliver, type DeliveryResult } from "./deliver.ts";
+import { type DeliveryContext, deliver, type DeliveryResult } from "./deliver.ts";
 import type { HostLimiter } from "./host-limiter.ts";
 import type { SigningKeyring } from "./signing-keyring.ts";
-import { waitOutPause } from "./pause-wait.ts";
+import { hostPaused, waitOutPause } from "./pause-wait.ts";
 import { type PayloadCache, withBody } from "./payload-cache.ts";
 import type { InFlight } from "./in-flight.ts";
 import type { DbClock } from "../time/db-clock.ts";
@@ -36,27 +35,27 @@ export interface AttemptDeps {
  */
 export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string, number: number, catchup: boolean, called?: () => void): Promise<void> {
   const { job } = f;
-  // The fencing token the call carries: which leader and region generation sent it.
-  // Made when a line is written, not per call: a child logger serializes its bindings at once,
-  // ~3 % of the worker's CPU in a burst where nothing was logged (info off).
-  let child: Logger | undefined;
-  const log = () => (child ??= d.log.child({ job_id: job.id, attempt: number, attempt_id: attemptId, epoch: job.epoch }));
   const startMs = d.clock.now();
   if (job.queued_at) d.metrics.queueWait.observe(Math.max(0, (startMs - job.queued_at.getTime()) / 1000));
   d.metrics.startLag.observe(Math.max(0, (startMs - job.due_at.getTime()) / 1000));
-  const loaded = await withBody(job, d.payloads);
-  const notSent = "result" in loaded ? loaded.result : await waitOutPause(d.limiter, job, f.abort.signal);
-  const r: DeliveryResult =
-    notSent ??
-    (await deliver((loaded as { job: ClaimedJob }).job, {
+  // The common call has its body in the row and its host not paused: neither is awaited then
+  // (each await of an async helper is a promise and a generator a call; bench/README part 30).
+  const loaded = job.target.body_ref ? await withBody(job, d.payloads) : undefined;
+  const notSent = loaded && "result" in loaded ? loaded.result : hostPaused(d.limiter, job) ? await waitOutPause(d.limiter, job, f.abort.signal) : undefined;
+  let r: DeliveryResult;
+  if (notSent) r = notSent;
+  else {
+    const ctx: DeliveryContext = {
       attemptId,
       attemptNumber: number,
       catchup,
       signingKeys: d.keyring?.keysFor(job.tenant, job.schedule_id),
       allowPrivateTargets: d.allowPrivateTargets,
       abort: f.abort,
-      ...asyncCallContext(job, f.gen),
-    }));
+    };
+    if (job.async) Object.assign(ctx, asyncCallContext(job, f.gen));
+    r = await deliver(loaded && "job" in loaded ? loaded.job : job, ctx);
+  }
   // The target is done with us: its call slot can serve the next job while this outcome is written.
   called?.();
   d.metrics.deliveries.tally(r.outcome);
@@ -76,7 +75,7 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
   if (isAcceptance(job, r)) {
     // The target took the job: from here it is the target's (heartbeats, completion), and
     // this slot is free once the acceptance is written.
-    return recordAcceptance(d.db, log(), { owner: d.owner, job, gen: f.gen, attemptId, leaseMs: d.asyncLeaseMs, r });
+    return recordAcceptance(d.db, attemptLog(d, f, attemptId, number), { owner: d.owner, job, gen: f.gen, attemptId, leaseMs: d.asyncLeaseMs, r });
   }
   // Retry and expiry decisions compare with expires_at, an instant on the database's clock.
   const now = d.clock.now();
@@ -104,22 +103,37 @@ export async function callAttempt(d: AttemptDeps, f: InFlight, attemptId: string
     throttle_until: next.throttleUntil,
     dead_reason: next.deadReason,
   });
-  const fields = {
-    outcome: r.outcome,
-    http_status: r.httpStatus,
-    ms: r.finishedAt.getTime() - r.startedAt.getTime(),
-    next: next.status,
-    ...(r.refusedAddress ? { refused_address: r.refusedAddress } : {}),
-  };
   if (!accepted) {
     d.metrics.duplicateAttempts.inc();
-    log().warn(fields, "late completion: the lease moved on while the call ran; kept as the lost attempt's late outcome");
+    attemptLog(d, f, attemptId, number).warn(
+      logFields(r, next),
+      "late completion: the lease moved on while the call ran; kept as the lost attempt's late outcome",
+    );
     return;
   }
   if (next.status === "succeeded") d.metrics.endToEnd.observe(Math.max(0, (now - job.scheduled_for.getTime()) / 1000));
   if (next.status === "dead") d.metrics.dlqIngress.inc();
   if (next.status === "scheduled" && r.outcome !== "success") d.metrics.retries.tally(r.outcome);
   if (r.outcome === "success") {
-    if (d.log.isLevelEnabled("info")) log().info(fields, "delivered");
-  } else log().warn({ ...fields, error: next.error, retry_in_ms: next.delayMs }, "delivery failed");
+    if (d.log.isLevelEnabled("info")) attemptLog(d, f, attemptId, number).info(logFields(r, next), "delivered");
+  } else attemptLog(d, f, attemptId, number).warn({ ...logFields(r, next), error: next.error, retry_in_ms: next.delayMs }, "delivery failed");
+}
+
+/**
+ * The attempt's logger, made only for a line that is written: a child logger serializes its
+ * bindings at once (~3 % of the worker's CPU in a burst where nothing was logged). It carries
+ * the fencing token the call carried: which leader and region generation sent it.
+ */
+function attemptLog(d: AttemptDeps, f: InFlight, attemptId: string, number: number): Logger {
+  return d.log.child({ job_id: f.job.id, attempt: number, attempt_id: attemptId, epoch: f.job.epoch });
+}
+
+function logFields(r: DeliveryResult, next: { status: string }) {
+  return {
+    outcome: r.outcome,
+    http_status: r.httpStatus,
+    ms: r.finishedAt.getTime() - r.startedAt.getTime(),
+    next: next.status,
+    ...(r.refusedAddress ? { refused_address: r.refusedAddress } : {}),
+  };
 }

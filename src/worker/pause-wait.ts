@@ -6,6 +6,11 @@ import type { HostLimiter } from "./host-limiter.ts";
 /** A call that finds its host paused (a Retry-After that came in after its slot was taken) waits this long at most. */
 const MAX_PAUSE_WAIT_MS = 2000;
 
+/** Whether the job's host is paused now: only then is there a pause to wait out (waitOutPause). */
+export function hostPaused(limiter: HostLimiter<unknown>, job: ClaimedJob): boolean {
+  return limiter.pausedUntil(laneKey(job.target.url, job.tenant, job.host_limits)) > Date.now();
+}
+
 /**
  * A Retry-After from another call to this host may have arrived after this job's slot was
  * taken (while its attempt was being opened): the pause holds for this call too. A short
