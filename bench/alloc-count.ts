@@ -11,6 +11,10 @@
  *   callAttempt    callAttempt(): metrics, the host limiter, the decision, the outcome handed to
  *                  the completion batcher (its push here a resolved promise: no statement)
  *   claimed rows   a claim's 31 columns decoded by the driver, per row (with a database only)
+ *   scheduler      the dispatcher and worker in one process (--mode=all without the API's
+ *                  traffic) delivering a burst, per job: discovery, claims, the worker's
+ *                  phases, calls, completions, and whatever else ran meanwhile (with a
+ *                  database only)
  *
  * Each layer runs in a child process whose collector is told to wait (a heap allowed to grow
  * by gigabytes), so that every cell made between the two counts is still there to be counted;
@@ -40,10 +44,11 @@ const flag = wholeFlagsOrExit("alloc-count", USAGE, values.help);
 const CALLS = flag("calls", values.calls, 1500);
 const WARM = 500;
 const ROWS_A_STATEMENT = 100;
-const LAYERS = ["fetch", "deliver", "callAttempt", "claimed rows"] as const;
+const LAYERS = ["fetch", "deliver", "callAttempt", "claimed rows", "scheduler"] as const;
 type Layer = (typeof LAYERS)[number];
-// The collector waits: a minimum heap of 8 GB before the first collection, on a machine it is told has 64 GiB.
-const QUIET_GC = { BUN_JSC_forceRAMSize: "68719476736", BUN_JSC_largeHeapSize: "8000000000", BUN_JSC_logGC: "1" };
+// The collector waits: a minimum heap of 8 GB before the first collection, on a machine it is
+// told has 64 GiB, and Bun's timer that collects an idle or growing heap is off.
+const QUIET_GC = { BUN_JSC_forceRAMSize: "68719476736", BUN_JSC_largeHeapSize: "8000000000", BUN_GC_TIMER_DISABLE: "1", BUN_JSC_logGC: "1" };
 const DB_URL = process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL;
 
 interface Count {
@@ -60,10 +65,15 @@ async function parent(): Promise<void> {
   const counts: Count[] = [];
   try {
     for (const layer of LAYERS) {
-      if (layer === "claimed rows" && !DB_URL) continue;
+      if ((layer === "claimed rows" || layer === "scheduler") && !DB_URL) continue;
       process.stderr.write(`alloc-count: ${layer} (${CALLS} calls)…\n`);
       const args = ["--child", layer, "--url", target.url, "--calls", String(CALLS), ...(values.signed ? ["--signed"] : [])];
-      const proc = Bun.spawn([process.execPath, import.meta.path, ...args], { env: { ...process.env, ...QUIET_GC }, stdout: "pipe", stderr: "pipe" });
+      const proc = Bun.spawn([process.execPath, import.meta.path, ...args], {
+        // The scheduler layer makes its database where tests make theirs (test/helpers/db.ts).
+        env: { ...process.env, ...QUIET_GC, ...(DB_URL ? { TEST_DATABASE_URL: DB_URL } : {}) },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
       const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
       if (code !== 0) throw new Error(`the ${layer} child exited with ${code}:\n${err.slice(-2000)}`);
       // JavaScriptCore's log (BUN_JSC_logGC): a collection that started between the counts.
@@ -95,13 +105,16 @@ function print(counts: Count[]): void {
       [...types.map((t) => [t, ...counts.map((c) => cell(c.perCall[t]))]), ["all", ...counts.map((c) => total(c).toFixed(1))]],
     ),
   );
-  console.log("\nEach layer includes the ones above it except claimed rows. Structure and code cells are the engine's own (shapes, JIT), not a call's.");
   console.log(
-    `\ncpu  ${cpuModel()}\nos   ${osName()}\nbun  ${Bun.version} (${Bun.revision.slice(0, 9)})\ndb   ${DB_URL ? "PostgreSQL at DATABASE_URL (claimed rows)" : "none (claimed rows not counted: no DATABASE_URL)"}`,
+    "\nEach layer includes the ones above it except claimed rows; scheduler is a whole process per job (claims, rows, calls, completions, its loops meanwhile).\nStructure and code cells are the engine's own (shapes, JIT), not a call's.",
+  );
+  console.log(
+    `\ncpu  ${cpuModel()}\nos   ${osName()}\nbun  ${Bun.version} (${Bun.revision.slice(0, 9)})\ndb   ${DB_URL ? "PostgreSQL at DATABASE_URL (claimed rows, scheduler)" : "none (claimed rows and scheduler not counted: no DATABASE_URL)"}`,
   );
 }
 
 async function child(layer: Layer, url: string): Promise<void> {
+  if (layer === "scheduler") return schedulerCount(url);
   const op = await layerOp(layer, url);
   // Claimed rows come 100 a statement: as many rows as the other layers make calls.
   const per = layer === "claimed rows" ? ROWS_A_STATEMENT : 1;
@@ -113,6 +126,10 @@ async function child(layer: Layer, url: string): Promise<void> {
   for (let i = 0; i < Math.ceil(CALLS / per); i++) units += await op();
   process.stderr.write("count: end\n");
   const after = heapStats().objectTypeCounts;
+  report(layer, units, before, after);
+}
+
+function report(layer: Layer, units: number, before: Record<string, number>, after: Record<string, number>): never {
   const perCall: Record<string, number> = {};
   for (const [t, n] of Object.entries(after)) {
     const d = n - (before[t] ?? 0);
@@ -120,6 +137,71 @@ async function child(layer: Layer, url: string): Promise<void> {
   }
   console.log(JSON.stringify({ layer, calls: units, perCall } satisfies Count));
   process.exit(0);
+}
+
+/**
+ * A burst through the scheduler's own runtime in this process: WARM jobs first (the code
+ * compiled, the pools open), then CALLS jobs inserted due a moment later, counted from before
+ * they are due until none is left to call or finish.
+ */
+async function schedulerCount(url: string): Promise<void> {
+  const { createDatabase, dropDatabase } = await import("../test/helpers/db.ts");
+  const { openPostgres } = await import("../src/store/postgres-driver.ts");
+  const { seedAuthority } = await import("../src/store/authority.ts");
+  const { loadConfig } = await import("../src/config.ts");
+  const { startRuntime } = await import("../src/runtime.ts");
+  const { createLogger } = await import("../src/obs/log.ts");
+  const dbUrl = await createDatabase({ migrated: true });
+  const db = openPostgres({ url: dbUrl, maxConnections: 4 });
+  await seedAuthority(db, "local");
+  const config = loadConfig(
+    { DATABASE_URL: dbUrl, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", SCHEDULER_ALLOW_PRIVATE_TARGETS: "1", WORKER_CONCURRENCY: "32" },
+    { mode: "all" },
+  );
+  const rt = await startRuntime(config, { db, log: createLogger({ level: "warn" }) });
+  const insert = (n: number, dueInMs: number) =>
+    db.query(
+      `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms)
+       SELECT g.id, 'bench', 'scheduled', now() + make_interval(secs => $3::float8 / 1000), now(),
+         jsonb_build_object('url', $2::text, 'method', 'POST', 'headers', '{}'::jsonb, 'body', '{"k":"' || g.n || '"}', 'json', true),
+         3, 1000, 60000, 30000
+       FROM unnest($1::uuid[]) WITH ORDINALITY AS g(id, n)`,
+      [Array.from({ length: n }, () => Bun.randomUUIDv7()), url, dueInMs],
+    );
+  // Every 100 ms: two probes of the live-state partial indexes (a few cells each).
+  const drained = async () => {
+    for (;;) {
+      const [{ busy }] = await db.query<{ busy: boolean }>(
+        "SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'scheduled') OR EXISTS (SELECT 1 FROM jobs WHERE status IN ('queued', 'running')) AS busy",
+      );
+      if (!busy) return;
+      await Bun.sleep(100);
+    }
+  };
+  let units = 0;
+  try {
+    await insert(WARM, 0);
+    await drained();
+    await insert(CALLS, 500);
+    Bun.gc(true);
+    const before = heapStats().objectTypeCounts;
+    process.stderr.write("count: start\n");
+    await drained();
+    process.stderr.write("count: end\n");
+    const after = heapStats().objectTypeCounts;
+    const [{ n }] = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'");
+    units = n - WARM;
+    if (units !== CALLS) throw new Error(`${units} of ${CALLS} jobs succeeded`);
+    await rt.stop();
+    await db.close();
+    await dropDatabase(dbUrl);
+    report("scheduler", units, before, after);
+  } catch (err) {
+    await rt.stop().catch(() => {});
+    await db.close().catch(() => {});
+    await dropDatabase(dbUrl).catch(() => {});
+    throw err;
+  }
 }
 
 /** One call of the layer; resolves to how many units it counted (rows for claimed rows). */
@@ -211,6 +293,8 @@ async function layerOp(layer: Layer, url: string): Promise<() => Promise<number>
         return 1;
       };
     }
+    case "scheduler":
+      throw new Error("the scheduler layer is a burst, not one call (schedulerCount)");
     case "claimed rows": {
       const { openPostgres } = await import("../src/store/postgres-driver.ts");
       const db = openPostgres({ url: DB_URL!, maxConnections: 1 });
