@@ -23,6 +23,7 @@
  *   npm run bench:alloc
  *   npm run bench:alloc -- --calls 1000 --signed
  */
+import { writeSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { heapStats } from "bun:jsc";
 import { wholeFlagsOrExit } from "./lib/args.ts";
@@ -77,7 +78,10 @@ async function parent(): Promise<void> {
       const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
       if (code !== 0) throw new Error(`the ${layer} child exited with ${code}:\n${err.slice(-2000)}`);
       // JavaScriptCore's log (BUN_JSC_logGC): a collection that started between the counts.
-      const during = err.split("count: start")[1]?.split("count: end")[0] ?? "";
+      const start = err.indexOf("count: start");
+      const end = err.indexOf("count: end");
+      if (start < 0 || end < start) throw new Error(`the ${layer} child did not mark its count:\n${err.slice(-2000)}`);
+      const during = err.slice(start, end);
       const collections = (during.match(/: START /g) ?? []).length;
       if (collections > 0) throw new Error(`${collections} collection(s) ran during the ${layer} count: its figures would miss cells; run with fewer --calls`);
       counts.push(JSON.parse(out.trim().split("\n").pop()!) as Count);
@@ -121,10 +125,12 @@ async function child(layer: Layer, url: string): Promise<void> {
   for (let i = 0; i < Math.ceil(WARM / per); i++) await op();
   Bun.gc(true);
   const before = heapStats().objectTypeCounts;
-  process.stderr.write("count: start\n");
+  // Straight to fd 2, unbuffered, as JavaScriptCore writes its collection log: each
+  // collection lands on its side of the marks.
+  writeSync(2, "count: start\n");
   let units = 0;
   for (let i = 0; i < Math.ceil(CALLS / per); i++) units += await op();
-  process.stderr.write("count: end\n");
+  writeSync(2, "count: end\n");
   const after = heapStats().objectTypeCounts;
   report(layer, units, before, after);
 }
@@ -185,9 +191,9 @@ async function schedulerCount(url: string): Promise<void> {
     await insert(CALLS, 500);
     Bun.gc(true);
     const before = heapStats().objectTypeCounts;
-    process.stderr.write("count: start\n");
+    writeSync(2, "count: start\n");
     await drained();
-    process.stderr.write("count: end\n");
+    writeSync(2, "count: end\n");
     const after = heapStats().objectTypeCounts;
     const [{ n }] = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'");
     units = n - WARM;

@@ -35,14 +35,16 @@ describe("bench:alloc", () => {
     const first = run();
     expect(first.code).toBe(0);
     expect(first.out).toContain("no collection in between");
-    expect(first.out).toContain("claimed rows not counted: no DATABASE_URL");
+    expect(first.out).toContain("claimed rows and scheduler not counted: no DATABASE_URL");
     const t = totals(first.out);
     expect(Object.keys(t)).toEqual(["fetch", "deliver", "callAttempt"]);
     expect(t.fetch).toBeGreaterThan(0);
     expect(t.deliver).toBeGreaterThan(t.fetch);
     expect(t.callAttempt).toBeGreaterThan(t.deliver);
     // Engine cells (shapes, code) can differ by a fraction between runs; a call's own do not.
-    const again = totals(run().out);
+    const second = run();
+    expect(second.code).toBe(0);
+    const again = totals(second.out);
     for (const layer of Object.keys(t)) expect(Math.abs(again[layer] - t[layer])).toBeLessThan(1);
   }, 120_000);
 });

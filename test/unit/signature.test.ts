@@ -29,10 +29,14 @@ describe("signWebhook", () => {
 
   test("the same bytes as node:crypto's HMAC, for a key of any bytes and a body beyond ASCII", () => {
     // Key bytes 0x00–0xff (not text), a body with 2-, 3- and 4-byte UTF-8 characters.
-    const key = new Uint8Array(Array.from({ length: 64 }, (_, i) => (i * 37 + 128) % 256));
-    for (const body of ["", "plain", '{"note":"héllo ✓ 𝄞"}', "\u0000nul"]) {
-      const expected = createHmac("sha256", key).update(`id-1.1700000000.${body}`, "utf8").digest("base64");
-      expect(signWebhook(key, "id-1", 1700000000, body)).toBe(`v1,${expected}`);
+    // 24 bytes (the shortest secret allowed), 64 (SHA-256's block) and 100 (hashed first by HMAC).
+    for (const length of [24, 64, 100]) {
+      const key = new Uint8Array(Array.from({ length }, (_, i) => (i * 37 + 128) % 256));
+      // A lone surrogate is not UTF-8: both replace it the same way.
+      for (const body of ["", "plain", '{"note":"héllo ✓ 𝄞"}', "\u0000nul", "half \ud800 a pair"]) {
+        const expected = createHmac("sha256", key).update(`id-1.1700000000.${body}`, "utf8").digest("base64");
+        expect(signWebhook(key, "id-1", 1700000000, body)).toBe(`v1,${expected}`);
+      }
     }
   });
 

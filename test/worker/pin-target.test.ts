@@ -63,6 +63,7 @@ describe("pinTarget", () => {
       expect(r.error).toContain("private address");
       expect(r.finishedAt.getTime()).toBeGreaterThanOrEqual(r.startedAt.getTime());
     }
-    expect(second.refusedAddress).toBe(first.refusedAddress);
+    expect(first.refusedAddress).toBe("10.0.0.1");
+    expect(second.refusedAddress).toBe("10.0.0.1");
   });
 });
