@@ -77,9 +77,24 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
     call = pinned instanceof Promise ? await pinned : pinned;
   } catch (err) {
     if (err instanceof TargetRefusedError) {
-      return result(startedAt, "permanent", null, err.message, false, null, true, err.address);
+      return finished(startedAt, {
+        outcome: "permanent",
+        httpStatus: null,
+        error: err.message,
+        possiblyDelivered: false,
+        retryAfterMs: null,
+        refused: true,
+        refusedAddress: err.address,
+      });
     }
-    return result(startedAt, "transient", null, (err as Error).message, false, null, false);
+    return finished(startedAt, {
+      outcome: "transient",
+      httpStatus: null,
+      error: (err as Error).message,
+      possiblyDelivered: false,
+      retryAfterMs: null,
+      refused: false,
+    });
   }
   const body = job.target.body ?? "";
   const method = job.target.method;
@@ -107,41 +122,38 @@ export async function deliver(job: ClaimedJob, ctx: DeliveryContext): Promise<De
       }
     } else await drainStream(res);
     const outcome = classifyStatus(res.status);
-    return result(
-      startedAt,
+    return finished(startedAt, {
       outcome,
-      res.status,
-      outcome === "success" ? null : `HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ""}`,
+      httpStatus: res.status,
+      error: outcome === "success" ? null : `HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ""}`,
       // An answer came back: the target saw the request, nothing is in doubt.
-      false,
-      outcome === "throttled" ? parseRetryAfter(res.headers.get("retry-after"), Date.now()) : null,
-      false,
-    );
+      possiblyDelivered: false,
+      retryAfterMs: outcome === "throttled" ? parseRetryAfter(res.headers.get("retry-after"), Date.now()) : null,
+      refused: false,
+    });
   } catch (err) {
     const c = classifyFetchError(err);
     const outer = ctx.abort?.signal;
     const aborted = outer?.aborted && !limit.timedOut;
-    const error = aborted ? `call aborted: ${String(outer?.reason ?? "stopped")}` : unpinMessage(c.message, job.target.url, call);
-    return result(startedAt, c.outcome, null, error, c.possiblyDelivered, null, false);
+    return finished(startedAt, {
+      outcome: c.outcome,
+      httpStatus: null,
+      error: aborted ? `call aborted: ${String(outer?.reason ?? "stopped")}` : unpinMessage(c.message, job.target.url, call),
+      possiblyDelivered: c.possiblyDelivered,
+      retryAfterMs: null,
+      refused: false,
+    });
   } finally {
     limit.end();
   }
 }
 
-/** A call's result, finished now. One object, written out: no spread of a partial one. */
-function result(
-  startedAt: Date,
-  outcome: Outcome,
-  httpStatus: number | null,
-  error: string | null,
-  possiblyDelivered: boolean,
-  retryAfterMs: number | null,
-  refused: boolean,
-  refusedAddress?: string,
-): DeliveryResult {
-  const r: DeliveryResult = { outcome, httpStatus, error, possiblyDelivered, retryAfterMs, refused, startedAt, finishedAt: new Date() };
-  if (refusedAddress !== undefined) r.refusedAddress = refusedAddress;
-  return r;
+/** The call's result, finished now: its instants set on the object given, not on a copy of it. */
+function finished(startedAt: Date, r: Omit<DeliveryResult, "startedAt" | "finishedAt">): DeliveryResult {
+  const out = r as DeliveryResult;
+  out.startedAt = startedAt;
+  out.finishedAt = new Date();
+  return out;
 }
 
 /** The time limits of every call of this process, on one timer: a call's limit times it out. */
