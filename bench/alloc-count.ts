@@ -27,6 +27,7 @@ import { writeSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { heapStats } from "bun:jsc";
 import { wholeFlagsOrExit } from "./lib/args.ts";
+import { insertBurst } from "./lib/burst-jobs.ts";
 import { cpuModel, osName } from "./lib/machine.ts";
 import { table } from "./lib/stats.ts";
 import { startTargetProcess } from "./lib/target-process.ts";
@@ -165,15 +166,6 @@ async function schedulerCount(url: string): Promise<void> {
     { mode: "all" },
   );
   const rt = await startRuntime(config, { db, log: createLogger({ level: "warn" }) });
-  const insert = (n: number, dueInMs: number) =>
-    db.query(
-      `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms)
-       SELECT g.id, 'bench', 'scheduled', now() + make_interval(secs => $3::float8 / 1000), now(),
-         jsonb_build_object('url', $2::text, 'method', 'POST', 'headers', '{}'::jsonb, 'body', '{"k":"' || g.n || '"}', 'json', true),
-         3, 1000, 60000, 30000
-       FROM unnest($1::uuid[]) WITH ORDINALITY AS g(id, n)`,
-      [Array.from({ length: n }, () => Bun.randomUUIDv7()), url, dueInMs],
-    );
   // Every 100 ms: two probes of the live-state partial indexes (a few cells each).
   const drained = async () => {
     for (;;) {
@@ -186,9 +178,9 @@ async function schedulerCount(url: string): Promise<void> {
   };
   let units = 0;
   try {
-    await insert(WARM, 0);
+    await insertBurst(db, WARM, url, 0);
     await drained();
-    await insert(CALLS, 500);
+    await insertBurst(db, CALLS, url, 500);
     Bun.gc(true);
     const before = heapStats().objectTypeCounts;
     writeSync(2, "count: start\n");

@@ -46,6 +46,7 @@ import { createLogger } from "../src/obs/log.ts";
 import { loadConfig } from "../src/config.ts";
 import { startRuntime } from "../src/runtime.ts";
 import { wholeFlagsOrExit } from "./lib/args.ts";
+import { insertBurst } from "./lib/burst-jobs.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { threadCpuSeconds } from "./lib/thread-cpu.ts";
@@ -131,14 +132,7 @@ const metrics = new Metrics();
 
 async function run(step: StepName): Promise<Figures> {
   await db.exec("TRUNCATE jobs, attempts CASCADE");
-  await db.query(
-    `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms)
-     SELECT g.id, 'bench', 'scheduled', now() - interval '1 second', now(),
-       jsonb_build_object('url', $2::text, 'method', 'POST', 'headers', '{}'::jsonb, 'body', '{"k":"' || g.n || '","due":1764690000000}', 'json', true),
-       3, 1000, 60000, 30000
-     FROM unnest($1::uuid[]) WITH ORDINALITY AS g(id, n)`,
-    [Array.from({ length: N }, () => Bun.randomUUIDv7()), url],
-  );
+  await insertBurst(db, N, url, -1000);
   await db.exec("VACUUM ANALYZE jobs");
   await db.exec("VACUUM ANALYZE attempts");
   await db.exec("UPDATE leases SET lease_until = now() - interval '1 hour' WHERE name LIKE 'dispatch:%'");

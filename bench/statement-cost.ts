@@ -20,6 +20,7 @@ import { openPostgres } from "../src/store/postgres-driver.ts";
 import { acquireShards } from "../src/store/shards.ts";
 import { completeAttempts, type Completion } from "../src/store/worker-queries.ts";
 import { wholeFlagsOrExit } from "./lib/args.ts";
+import { insertBurst } from "./lib/burst-jobs.ts";
 import { describeMachine, packageVersion } from "./lib/machine.ts";
 import { procCpuSeconds } from "./lib/scheduler-process.ts";
 import { describeServer, environmentRows } from "./lib/server.ts";
@@ -101,16 +102,8 @@ try {
 
   async function oneRound(way: ClaimWay): Promise<{ claim: Figures; complete: Figures }> {
     await db.exec("TRUNCATE jobs, attempts CASCADE");
-    // Jobs as the peers bench makes them: a small JSON body to one URL, all due; time-ordered
-    // ids (UUIDv7) as the API gives them, so index entries land where production's do.
-    await db.query(
-      `INSERT INTO jobs (id, tenant, status, due_at, scheduled_for, target, max_attempts, backoff_base_ms, backoff_max_ms, timeout_ms)
-       SELECT g.id, 'bench', 'scheduled', now() - interval '1 second', now(),
-         jsonb_build_object('url', 'http://127.0.0.1:9/hook', 'method', 'POST', 'headers', '{}'::jsonb, 'body', '{"k":"' || g.n || '","due":1764690000000}', 'json', true),
-         3, 1000, 60000, 30000
-       FROM unnest($1::uuid[]) WITH ORDINALITY AS g(id, n)`,
-      [Array.from({ length: N }, () => Bun.randomUUIDv7())],
-    );
+    // Jobs as the peers bench makes them, all due (no call is made here).
+    await insertBurst(db, N, "http://127.0.0.1:9/hook", -1000);
     await db.exec("VACUUM ANALYZE jobs");
     await db.exec("VACUUM ANALYZE attempts");
     await db.exec("UPDATE leases SET lease_until = now() - interval '1 hour' WHERE name LIKE 'dispatch:%'");
