@@ -75,6 +75,7 @@ const CLAIM_LABEL: Record<ClaimWay, string> = {
 interface Figures {
   cpuUs: number;
   wallUs: number;
+  walBytes: number;
 }
 const results: { way: ClaimWay; claim: Figures; complete: Figures }[] = [];
 try {
@@ -84,14 +85,19 @@ try {
   if (values["schema-change"]) await db.exec(values["schema-change"]);
   const backend = Number((await db.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))[0]!.pid);
   /** The backend's CPU and the wall time of fn, per job. */
+  const walLsn = async () => (await db.query<{ lsn: string }>("SELECT pg_current_wal_insert_lsn()::text AS lsn"))[0]!.lsn;
   const measure = async (fn: () => Promise<void>): Promise<Figures> => {
+    const lsn0 = await walLsn();
     const cpu0 = procCpuSeconds(backend);
     if (cpu0 === undefined)
       throw new Error("statement-cost: cannot read the backend's /proc entry: the server must run on this machine (npm run bench:statements starts one)");
     const t0 = performance.now();
     await fn();
     const wall = performance.now() - t0;
-    return { cpuUs: ((procCpuSeconds(backend)! - cpu0) / N) * 1e6, wallUs: (wall / N) * 1000 };
+    const cpuUs = ((procCpuSeconds(backend)! - cpu0) / N) * 1e6;
+    // The server runs nothing else: every byte of WAL in the span is this loop's (commits included).
+    const wal = await db.query<{ bytes: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::text AS bytes", [lsn0]);
+    return { cpuUs, wallUs: (wall / N) * 1000, walBytes: Number(wal[0]!.bytes) / N };
   };
   for (let r = 0; r < ROUNDS; r++) {
     for (const way of r % 2 === 0 ? ways : [...ways].reverse()) {
@@ -154,19 +160,37 @@ try {
   process.stdout.write(`\nstatement cost: ${N} jobs a round, ${ROUNDS} rounds, one connection, nothing else running\n\n`);
   process.stdout.write(
     table(
-      ["statement", "batch", "backend CPU µs/job", "wall µs/job"],
+      ["statement", "batch", "backend CPU µs/job", "wall µs/job", "WAL bytes/job"],
       ways.flatMap((way) => {
         const rs = results.filter((r) => r.way === way);
         return [
-          [`claim: ${CLAIM_LABEL[way]}`, String(CLAIM_BATCH), range(rs.map((r) => r.claim.cpuUs)), range(rs.map((r) => r.claim.wallUs))],
-          ["CompleteAttempts (success)", String(COMPLETE_BATCH), range(rs.map((r) => r.complete.cpuUs)), range(rs.map((r) => r.complete.wallUs))],
-          ["both", "", range(rs.map((r) => r.claim.cpuUs + r.complete.cpuUs)), range(rs.map((r) => r.claim.wallUs + r.complete.wallUs))],
+          [
+            `claim: ${CLAIM_LABEL[way]}`,
+            String(CLAIM_BATCH),
+            range(rs.map((r) => r.claim.cpuUs)),
+            range(rs.map((r) => r.claim.wallUs)),
+            range(rs.map((r) => r.claim.walBytes)),
+          ],
+          [
+            "CompleteAttempts (success)",
+            String(COMPLETE_BATCH),
+            range(rs.map((r) => r.complete.cpuUs)),
+            range(rs.map((r) => r.complete.wallUs)),
+            range(rs.map((r) => r.complete.walBytes)),
+          ],
+          [
+            "both",
+            "",
+            range(rs.map((r) => r.claim.cpuUs + r.complete.cpuUs)),
+            range(rs.map((r) => r.claim.wallUs + r.complete.wallUs)),
+            range(rs.map((r) => r.claim.walBytes + r.complete.walBytes)),
+          ],
         ];
       }),
     ),
   );
   process.stdout.write(
-    "\nbackend CPU: user + system time of the connection's backend (/proc/PID/stat, 10 ms ticks) / jobs; wall: the loop's time / jobs, commits included.\n\n",
+    "\nbackend CPU: user + system time of the connection's backend (/proc/PID/stat, 10 ms ticks) / jobs; wall: the loop's time / jobs, commits included;\nWAL bytes: pg_current_wal_insert_lsn() before and after the loop / jobs (the server runs nothing else).\n\n",
   );
   process.stdout.write(`${keyValues(environmentRows(describeMachine(server.version, `postgres.js ${packageVersion("postgres")}`), server))}\n`);
 } finally {

@@ -25,6 +25,7 @@ import m028 from "../../sql/migrations/028_job_tenants.sql" with { type: "text" 
 import m029 from "../../sql/migrations/029_release_flag.sql" with { type: "text" };
 import m030 from "../../sql/migrations/030_tenant_schedules.sql" with { type: "text" };
 import m031 from "../../sql/migrations/031_occurrence_lead.sql" with { type: "text" };
+import m032 from "../../sql/migrations/032_tenant_guards_after.sql" with { type: "text" };
 
 export interface Migration {
   version: number;
@@ -59,4 +60,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 29, name: "029_release_flag", sql: m029 },
   { version: 30, name: "030_tenant_schedules", sql: m030 },
   { version: 31, name: "031_occurrence_lead", sql: m031 },
+  { version: 32, name: "032_tenant_guards_after", sql: m032 },
 ];
