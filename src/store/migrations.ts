@@ -26,6 +26,7 @@ import m029 from "../../sql/migrations/029_release_flag.sql" with { type: "text"
 import m030 from "../../sql/migrations/030_tenant_schedules.sql" with { type: "text" };
 import m031 from "../../sql/migrations/031_occurrence_lead.sql" with { type: "text" };
 import m032 from "../../sql/migrations/032_tenant_guards_after.sql" with { type: "text" };
+import m033 from "../../sql/migrations/033_jobs_fillfactor.sql" with { type: "text" };
 
 export interface Migration {
   version: number;
@@ -61,4 +62,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 30, name: "030_tenant_schedules", sql: m030 },
   { version: 31, name: "031_occurrence_lead", sql: m031 },
   { version: 32, name: "032_tenant_guards_after", sql: m032 },
+  { version: 33, name: "033_jobs_fillfactor", sql: m033 },
 ];
