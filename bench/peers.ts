@@ -52,6 +52,8 @@ const USAGE = `usage: bun bench/peers.ts [options]     (npm run bench:peers -- [
   --rounds N         run every system N times, alternated (1): the table shows medians, and
                      each ratio is the median of the ratios to the best peer of the same round
   --json FILE        also write every figure as JSON
+  --log FILE         the processes' output (the scheduler's log, a JS engine's report) goes to
+                     FILE and is kept; by default to a temporary file, removed after a clean run
   --fast             (to npm run bench:peers) PostgreSQL without fsync: NOT production figures
 
 DUR: 5, 5s, 500ms, 2m. Needs PostgreSQL (DATABASE_URL or TEST_DATABASE_URL) and Redis
@@ -69,6 +71,7 @@ interface Args {
   warm: number;
   quick: boolean;
   json?: string;
+  log?: string;
 }
 
 /** design-floor is no peer: the design's own minimal loop (bench/peers/design-floor.ts), the bound of what the scheduler can reach. */
@@ -91,6 +94,7 @@ function parse(argv: string[]): Args | undefined {
         rounds: { type: "string" },
         warm: { type: "string" },
         json: { type: "string" },
+        log: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     }));
@@ -116,6 +120,7 @@ function parse(argv: string[]): Args | undefined {
     rounds: values.rounds ? whole("rounds", values.rounds, 1, 20) : 1,
     warm: values.warm ? whole("warm", values.warm, 0, 1_000_000) : 0,
     json: values.json,
+    log: values.log,
   };
 }
 
@@ -510,7 +515,7 @@ async function main(): Promise<number> {
   }
   process.env.TEST_DATABASE_URL = adminUrl; // createDatabase/dropDatabase read it
 
-  const logFile = join(tmpdir(), `scheduler-peers-${process.pid}.log`);
+  const logFile = args.log ?? join(tmpdir(), `scheduler-peers-${process.pid}.log`);
   writeFileSync(logFile, "");
   const target = new RecordingTarget();
   const cost = new PgCost(adminUrl);
@@ -668,7 +673,7 @@ async function main(): Promise<number> {
     say(`peers: figures written to ${args.json}`);
   }
   if (problems.length) say(`peers: the processes' output is in ${logFile}`);
-  else rmSync(logFile, { force: true });
+  else if (!args.log) rmSync(logFile, { force: true });
   return problems.length ? 1 : 0;
 }
 
