@@ -8,16 +8,6 @@ import type { Metrics } from "../obs/metrics.ts";
 const BATCH_TRIES = 3;
 /** Writes of one row before its job is left to its lease. */
 const ROW_TRIES = 3;
-/**
- * While outcomes stream in (the last write ended less than LINGER_MS ago), a write waits up to
- * LINGER_MS after the last one for LINGER_BATCH outcomes. A completion statement has a fixed
- * cost (its executor's set-up over the jobs table's indexes and triggers, its commit's flush)
- * of ~1.5 ms of the server's CPU on a slow box: written at once, one after another, a burst's
- * batches held ~80 outcomes; 200 a batch cost ~20 % less a job (bench:statements, bench/README
- * part 31). An outcome that comes after a quiet spell is written at once.
- */
-const LINGER_MS = 10;
-const LINGER_BATCH = 200;
 
 /** The outcome could not be written: the job's lease will lapse and the reaper retries it. */
 export class OutcomeNotRecorded extends Error {
@@ -32,9 +22,8 @@ export class OutcomeNotRecorded extends Error {
 
 /**
  * Collects finished calls and writes them in one statement per batch. One flush at a time;
- * outcomes that arrive during a flush go into the next, which lingers a little for more while
- * they stream in (LINGER_MS). Each push resolves with whether the job row accepted it (false:
- * a late completion after the lease moved on).
+ * outcomes that arrive during a flush go into the next. Each push resolves with whether the
+ * job row accepted it (false: a late completion after the lease moved on).
  *
  * No outcome is dropped for another's sake: a batch that cannot be written (a deadlock that
  * keeps coming back, one row the database refuses) is written row by row, and only a row
@@ -44,10 +33,6 @@ export class OutcomeNotRecorded extends Error {
 export class CompletionBatcher {
   private pending: { item: Completion; done: (accepted: boolean) => void; fail: (e: unknown) => void }[] = [];
   private flushing: Promise<void> | undefined;
-  /** When the last write ended (performance.now()); -Infinity before the first. */
-  private lastEnded = Number.NEGATIVE_INFINITY;
-  /** The lingering write's timer (see LINGER_MS). */
-  private lingering: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly db: Db,
@@ -55,7 +40,6 @@ export class CompletionBatcher {
     private readonly log: Logger,
     private readonly metrics?: Metrics,
     private readonly maxBatch = 500,
-    private readonly linger = { ms: LINGER_MS, batch: LINGER_BATCH },
   ) {}
 
   push(item: Completion): Promise<boolean> {
@@ -65,33 +49,17 @@ export class CompletionBatcher {
     });
   }
 
-  /** Writes everything pending now (no lingering), and what comes meanwhile. */
   async drain(): Promise<void> {
     while (this.flushing || this.pending.length > 0) {
-      this.kick(true);
+      this.kick();
       await this.flushing;
     }
   }
 
-  private kick(now = false): void {
+  private kick(): void {
     if (this.flushing || this.pending.length === 0) return;
-    if (!now && this.pending.length < this.linger.batch) {
-      const wait = this.lastEnded + this.linger.ms - performance.now();
-      if (wait > 0) {
-        this.lingering ??= setTimeout(() => {
-          this.lingering = undefined;
-          this.kick(true);
-        }, wait);
-        return;
-      }
-    }
-    if (this.lingering) {
-      clearTimeout(this.lingering);
-      this.lingering = undefined;
-    }
     this.flushing = this.flush().finally(() => {
       this.flushing = undefined;
-      this.lastEnded = performance.now();
       this.kick();
     });
   }
