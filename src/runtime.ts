@@ -61,6 +61,8 @@ export interface StartOptions {
   afterClaimReply?: (jobs: ClaimRow[]) => Promise<void>;
   /** Test seam, see DueClaimerOptions.onRun. */
   onRun?: (ids: string[]) => void;
+  /** Test seam, see DueClaimerOptions.aheadMaxAgeMs. */
+  aheadMaxAgeMs?: number;
   /** Test seam, see DispatcherOptions.notSeenWaitMs. */
   notSeenWaitMs?: number;
   /** Aborts a start that is still waiting (for a standby database to be promoted). */
@@ -201,6 +203,7 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
       afterClaim: opts.afterClaim,
       afterClaimReply: opts.afterClaimReply,
       onRun: opts.onRun,
+      aheadMaxAgeMs: opts.aheadMaxAgeMs,
       notSeenWaitMs: opts.notSeenWaitMs,
       clock,
       // A new leader renews the region authority at once, not a third of a TTL later.

@@ -61,6 +61,8 @@ export interface DispatcherOptions {
   afterClaimReply?: (jobs: ClaimRow[]) => Promise<void>;
   /** Test seam, see DueClaimerOptions.onRun. */
   onRun?: (ids: string[]) => void;
+  /** Test seam, see DueClaimerOptions.aheadMaxAgeMs. */
+  aheadMaxAgeMs?: number;
   /** Test seam: the wait after a pass whose claim did not see a job already due (5 ms). */
   notSeenWaitMs?: number;
   /** The database's clock, to plan wake-ups by (absent: the process clock). */
@@ -141,6 +143,7 @@ export class Dispatcher extends PeriodicLoop<number> {
       afterClaim: o.afterClaim,
       afterClaimReply: o.afterClaimReply,
       onRun: o.onRun,
+      aheadMaxAgeMs: o.aheadMaxAgeMs,
       log: o.log,
       clock: this.clock,
     });

@@ -34,6 +34,7 @@ export async function startScheduler(db: Db, env: Record<string, string> = {}, o
     afterClaim: opts.afterClaim,
     afterClaimReply: opts.afterClaimReply,
     onRun: opts.onRun,
+    aheadMaxAgeMs: opts.aheadMaxAgeMs,
     notSeenWaitMs: opts.notSeenWaitMs,
   });
 }
