@@ -84,10 +84,9 @@ try {
   // An experiment on the schema (an index dropped, a trigger off, a fillfactor), applied after the migrations.
   if (values["schema-change"]) await db.exec(values["schema-change"]);
   const backend = Number((await db.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))[0]!.pid);
-  /** The backend's CPU and the wall time of fn, per job. */
-  const walLsn = async () => (await db.query<{ lsn: string }>("SELECT pg_current_wal_insert_lsn()::text AS lsn"))[0]!.lsn;
+  /** The backend's CPU, the wall time and the WAL written of fn, per job. */
   const measure = async (fn: () => Promise<void>): Promise<Figures> => {
-    const lsn0 = await walLsn();
+    const lsn0 = (await db.query<{ lsn: string }>("SELECT pg_current_wal_insert_lsn()::text AS lsn"))[0]!.lsn;
     const cpu0 = procCpuSeconds(backend);
     if (cpu0 === undefined)
       throw new Error("statement-cost: cannot read the backend's /proc entry: the server must run on this machine (npm run bench:statements starts one)");
@@ -163,28 +162,21 @@ try {
       ["statement", "batch", "backend CPU µs/job", "wall µs/job", "WAL bytes/job"],
       ways.flatMap((way) => {
         const rs = results.filter((r) => r.way === way);
+        const row = (label: string, batch: string, f: (r: (typeof rs)[number]) => Figures) => [
+          label,
+          batch,
+          range(rs.map((r) => f(r).cpuUs)),
+          range(rs.map((r) => f(r).wallUs)),
+          range(rs.map((r) => f(r).walBytes)),
+        ];
         return [
-          [
-            `claim: ${CLAIM_LABEL[way]}`,
-            String(CLAIM_BATCH),
-            range(rs.map((r) => r.claim.cpuUs)),
-            range(rs.map((r) => r.claim.wallUs)),
-            range(rs.map((r) => r.claim.walBytes)),
-          ],
-          [
-            "CompleteAttempts (success)",
-            String(COMPLETE_BATCH),
-            range(rs.map((r) => r.complete.cpuUs)),
-            range(rs.map((r) => r.complete.wallUs)),
-            range(rs.map((r) => r.complete.walBytes)),
-          ],
-          [
-            "both",
-            "",
-            range(rs.map((r) => r.claim.cpuUs + r.complete.cpuUs)),
-            range(rs.map((r) => r.claim.wallUs + r.complete.wallUs)),
-            range(rs.map((r) => r.claim.walBytes + r.complete.walBytes)),
-          ],
+          row(`claim: ${CLAIM_LABEL[way]}`, String(CLAIM_BATCH), (r) => r.claim),
+          row("CompleteAttempts (success)", String(COMPLETE_BATCH), (r) => r.complete),
+          row("both", "", (r) => ({
+            cpuUs: r.claim.cpuUs + r.complete.cpuUs,
+            wallUs: r.claim.wallUs + r.complete.wallUs,
+            walBytes: r.claim.walBytes + r.complete.walBytes,
+          })),
         ];
       }),
     ),
