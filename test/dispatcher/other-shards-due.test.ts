@@ -149,8 +149,11 @@ for (const driver of DRIVERS) {
       // 38, 38, 25) from a starved thread, so it is allowed one more; the PostgreSQL run of the
       // same dispatcher holds the bound.
       expect(first.filter((ms) => ms >= 35).length, `first ones late ms: ${first.join(", ")}`).toBeLessThanOrEqual(driver === "pglite" ? 3 : 2);
-      // A second read from its own now missed the second until the next pair (~200 ms late).
-      expect(second.filter((ms) => ms >= 100).length, `second ones late ms: ${second.join(", ")}`).toBeLessThanOrEqual(1);
+      // A second read from its own now missed the second until the next pair's wake-up, ~220 ms
+      // late, 7 or 8 of 8. Under CI's full suite (test files in parallel on two cores) the fixed
+      // dispatcher's were 112, 110, 55, 78, 66, 83, 12, 71 (PostgreSQL) and 125, 79, 121, 80,
+      // 30, 22, 28, 118 (PGlite): a loaded box, not a missed read, so the line is at 150 ms.
+      expect(second.filter((ms) => ms >= 150).length, `second ones late ms: ${second.join(", ")}`).toBeLessThanOrEqual(2);
     });
 
     test("a schedule of the other's overdue: no generation pass every 5 ms, and its own schedule's occurrence made on time", async () => {
