@@ -11,6 +11,7 @@ import { startRuntime, StartAborted, type Runtime } from "./runtime.ts";
 import { DataDirLockedError } from "./store/dir-lock.ts";
 import { migrate } from "./store/migrate.ts";
 import { openDb } from "./store/open.ts";
+import type { Db } from "./store/db.ts";
 import { FaultSwitch } from "./store/test-faults.ts";
 import { hostname, userInfo } from "node:os";
 import { AuthorityMoveRefused, moveAuthority } from "./store/authority.ts";
@@ -52,6 +53,14 @@ Examples:
     -d '{"target":{"url":"https://example.com/hook","body":{"hello":"world"}},"delay":"30s"}'
 
 ${helpEnvironment()}`;
+
+/** migrate() for a command on a terminal: each retry behind another transaction's lock says so. */
+function cliMigrate(db: Db): Promise<{ applied: string[] }> {
+  return migrate(db, {
+    onRetry: ({ migration, nextTry, tries }) =>
+      process.stderr.write(`scheduler: migration ${migration} waited too long for a table another transaction holds; trying again (${nextTry} of ${tries})\n`),
+  });
+}
 
 /** Each line of the message on a line of its own (a ConfigError has one per problem). */
 function fail(message: string): never {
@@ -136,7 +145,7 @@ async function main(argv: string[]): Promise<void> {
   if (command === "migrate") {
     const db = await openDb(config, "scheduler-migrate");
     try {
-      const { applied } = await migrate(db);
+      const { applied } = await cliMigrate(db);
       process.stdout.write(applied.length ? `applied: ${applied.join(", ")}\n` : "database is up to date\n");
     } finally {
       await db.close();
@@ -216,7 +225,7 @@ async function indexRebuild(config: Config): Promise<void> {
   const db = await openDb(config, "scheduler-index-rebuild");
   const index = openIndex(config, db);
   try {
-    await migrate(db);
+    await cliMigrate(db);
     if (!(await index.ping())) fail(`cannot reach the ${index.kind} index; check REDIS_URL / UPSTASH_REDIS_REST_URL`);
     const t = performance.now();
     const { loaded, loadedUntil } = await rebuildIndex({ db, index, windowMs: config.index.windowMs, batch: 5000 });
@@ -232,7 +241,7 @@ async function failover(config: Config, to: string | undefined, reason: string |
   if (!/^[a-z0-9-]{1,32}$/.test(to)) fail(`--to must be a region name like iad or local (got ${JSON.stringify(to)})`);
   const db = await openDb(config, "scheduler-failover");
   try {
-    await migrate(db);
+    await cliMigrate(db);
     const actor = `cli:${userInfo().username}@${hostname()}`;
     let moved;
     try {

@@ -89,7 +89,9 @@ export async function startRuntime(config: Config, opts: StartOptions = {}): Pro
   const ownsDb = !opts.db;
   try {
     await waitUntilWritable(opened, log, opts.signal);
-    const { applied } = await migrate(opened);
+    const { applied } = await migrate(opened, {
+      onRetry: (info) => log.warn(info, "a migration waited too long for a table another transaction holds; its transaction was undone and is tried again"),
+    });
     if (applied.length > 0) log.info({ applied }, "migrations applied");
     await seedAuthority(opened, config.homeRegion, config.authorityTtlMs);
   } catch (err) {

@@ -1,0 +1,106 @@
+/**
+ * A migration that changes a table waits for every lock other clients hold on it, and while it
+ * waits, every later statement on that table queues behind it: the delivery path's claims and
+ * completions too. migrate() used to wait without a bound, so one long transaction of another
+ * client (a report, a psql session left open) stalled delivery for as long as it stayed open,
+ * through a deploy's release command. Now each migration transaction waits at most its lock
+ * timeout, is undone, and tried again after a pause in which the queue drains.
+ *
+ * PostgreSQL only: PGlite has one connection, so no other client can hold a lock.
+ */
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { MIGRATE_DEFAULTS, migrate, MigrationLockError } from "../../src/store/migrate.ts";
+import { MIGRATIONS } from "../../src/store/migrations.ts";
+import { freshDb, type TestDb } from "../helpers/db.ts";
+import { holdRowLock } from "../helpers/row-lock.ts";
+
+const EXTRA = { version: 900_001, name: "900001_test_column", sql: "ALTER TABLE jobs ADD COLUMN test_column int" };
+const WITH_EXTRA = [...MIGRATIONS, EXTRA];
+
+async function hasColumn(t: TestDb): Promise<boolean> {
+  const rows = await t.db.query("SELECT 1 FROM information_schema.columns WHERE table_name = 'jobs' AND column_name = 'test_column'");
+  return rows.length === 1;
+}
+
+async function recorded(t: TestDb): Promise<boolean> {
+  return (await t.db.query("SELECT 1 FROM scheduler_migrations WHERE version = $1", [EXTRA.version])).length === 1;
+}
+
+describe("migrations behind another client's lock (postgres)", () => {
+  let t: TestDb;
+  beforeEach(async () => {
+    t = await freshDb("postgres");
+  });
+  afterEach(async () => {
+    await t.close();
+  });
+
+  test("the defaults bound a stall: 2 s a try, 10 tries, 1 s between", () => {
+    expect(MIGRATE_DEFAULTS).toEqual({ lockTimeoutMs: 2000, tries: 10, pauseMs: 1000 });
+  });
+
+  test("a lock held throughout: each try gives up at its timeout, other clients' statements on the table wait no longer than that, and it fails saying what to do; nothing is applied", async () => {
+    // An open transaction that read jobs: its ACCESS SHARE lock conflicts with ALTER TABLE's.
+    const holder = await holdRowLock(t.url!, "SELECT 1 FROM jobs LIMIT 1", []);
+    try {
+      const retries: { migration: string; nextTry: number; tries: number }[] = [];
+      const started = performance.now();
+      const migrating = migrate(t.db, { migrations: WITH_EXTRA, lockTimeoutMs: 400, tries: 3, pauseMs: 100, onRetry: (r) => retries.push(r) }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      // A statement of another client, sent while the migration waits for its lock: it queues
+      // behind the waiting ALTER and goes once that try gives up (it waited forever before).
+      await Bun.sleep(150);
+      const sent = performance.now();
+      await t.db.query("SELECT count(*) FROM jobs");
+      const queuedMs = performance.now() - sent;
+      expect(queuedMs).toBeLessThan(400 + 1000);
+
+      const err = await migrating;
+      const tookMs = performance.now() - started;
+      expect(err).toBeInstanceOf(MigrationLockError);
+      const message = (err as Error).message;
+      expect(message).toContain("migration 900001_test_column could not lock a table it changes within 0.4 s, 3 times");
+      expect(message).toContain("pg_stat_activity");
+      expect(message).toContain("Nothing was changed; run the migration again once that transaction has ended.");
+      expect(retries).toEqual([
+        { migration: EXTRA.name, nextTry: 2, tries: 3 },
+        { migration: EXTRA.name, nextTry: 3, tries: 3 },
+      ]);
+      // Three tries of 400 ms and two pauses of 100, not a wait for the holder.
+      expect(tookMs).toBeGreaterThanOrEqual(3 * 400 + 2 * 100 - 50);
+      expect(tookMs).toBeLessThan(10_000);
+      expect(await hasColumn(t)).toBe(false);
+      expect(await recorded(t)).toBe(false);
+    } finally {
+      await holder.release();
+    }
+  }, 30_000);
+
+  test("a lock held for a while: it is tried again until the lock goes, then applied once", async () => {
+    const holder = await holdRowLock(t.url!, "SELECT 1 FROM jobs LIMIT 1", []);
+    const retries: number[] = [];
+    const migrating = migrate(t.db, { migrations: WITH_EXTRA, lockTimeoutMs: 200, tries: 20, pauseMs: 100, onRetry: (r) => retries.push(r.nextTry) });
+    await Bun.sleep(800);
+    await holder.release();
+    expect(await migrating).toEqual({ applied: [EXTRA.name] });
+    expect(retries.length).toBeGreaterThanOrEqual(2);
+    expect(await hasColumn(t)).toBe(true);
+    expect(await recorded(t)).toBe(true);
+    // Once applied, a run waits for no table: nothing is pending.
+    const again = await holdRowLock(t.url!, "SELECT 1 FROM jobs LIMIT 1", []);
+    try {
+      expect(await migrate(t.db, { migrations: WITH_EXTRA, lockTimeoutMs: 200, tries: 1 })).toEqual({ applied: [] });
+    } finally {
+      await again.release();
+    }
+  }, 30_000);
+
+  test("errors other than a lock timeout are not tried again", async () => {
+    let retried = 0;
+    const broken = { version: 900_002, name: "900002_broken", sql: "ALTER TABLE no_such_table ADD COLUMN x int" };
+    await expect(migrate(t.db, { migrations: [...MIGRATIONS, broken], tries: 5, onRetry: () => retried++ })).rejects.toThrow(/no_such_table/);
+    expect(retried).toBe(0);
+  });
+});
