@@ -1,4 +1,4 @@
-import type { Db, Tx } from "./db.ts";
+import type { Db, Queryable } from "./db.ts";
 import { sqlState } from "./db-errors.ts";
 import { MIGRATIONS, type Migration } from "./migrations.ts";
 
@@ -10,12 +10,13 @@ const LOCK_NOT_AVAILABLE = "55P03";
 
 export interface MigrateOptions {
   /**
-   * How long a migration waits for a lock on a table it changes before it gives up (the whole
-   * transaction is undone) and tries again. A waiting ALTER or CREATE TRIGGER queues every
-   * later statement on that table behind it, the delivery path's too: without a bound, one
-   * long transaction of another client (a report, a forgotten psql session) stalled delivery
-   * for as long as it stayed open. With it, for this long at most, then a pause of `pauseMs`
-   * in which the queue drains.
+   * How long each lock a migration waits for (on a table it changes) may take before the try
+   * gives up: its work is undone (a savepoint), and it is tried again after `pauseMs`. A waiting
+   * ALTER or CREATE TRIGGER queues every later statement on that table behind it, the delivery
+   * path's too: without a bound, one long transaction of another client (a report, a forgotten
+   * psql session) stalled delivery for as long as it stayed open. The pause lets that queue
+   * drain, with the advisory lock still held so that no other migrator starts a wait of its
+   * own in it.
    */
   lockTimeoutMs?: number;
   /** Tries before migrate fails with MigrationLockError. */
@@ -36,50 +37,51 @@ export class MigrationLockError extends Error {
 
 /**
  * Applies every migration not yet recorded, all in one transaction (all or nothing). Idempotent.
- * A lock it waits for too long undoes the transaction; it is tried again (MigrateOptions).
+ * A lock it waits for too long undoes its work; it is tried again (MigrateOptions).
  */
 export async function migrate(db: Db, o: MigrateOptions = {}): Promise<{ applied: string[] }> {
   const lockTimeoutMs = o.lockTimeoutMs ?? MIGRATE_DEFAULTS.lockTimeoutMs;
   const tries = o.tries ?? MIGRATE_DEFAULTS.tries;
   const pauseMs = o.pauseMs ?? MIGRATE_DEFAULTS.pauseMs;
-  const migrations = o.migrations ?? MIGRATIONS;
-  for (let attempt = 1; ; attempt++) {
-    const at = { migration: "" };
-    try {
-      return await db.tx((q) => migrateIn(q, migrations, lockTimeoutMs, at));
-    } catch (err) {
-      if (sqlState(err) !== LOCK_NOT_AVAILABLE) throw err;
-      if (attempt >= tries) {
-        throw new MigrationLockError(
-          `migration ${at.migration} could not lock a table it changes within ${lockTimeoutMs / 1000} s, ${tries} times: ` +
-            "another transaction holds it (find it in pg_stat_activity, e.g. a long 'idle in transaction' session). " +
-            "Nothing was changed; run the migration again once that transaction has ended.",
-          { cause: err },
-        );
+  return db.tx(async (q) => {
+    // Another process migrating is not a lock to give up on: no bound on this wait, even where
+    // the server or the role sets a lock_timeout.
+    await q.query("SELECT set_config('lock_timeout', '0', true)");
+    await q.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+    await q.query(`CREATE TABLE IF NOT EXISTS scheduler_migrations (
+      version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const done = new Set((await q.query<{ version: number }>("SELECT version FROM scheduler_migrations")).map((r) => r.version));
+    const pending = (o.migrations ?? MIGRATIONS).filter((m) => !done.has(m.version));
+    if (pending.length === 0) return { applied: [] };
+    await q.query("SELECT set_config('lock_timeout', $1, true)", [`${lockTimeoutMs}ms`]);
+    for (let attempt = 1; ; attempt++) {
+      const at = { migration: pending[0]!.name };
+      try {
+        await q.savepoint((s) => applyAll(s, pending, at));
+        return { applied: pending.map((m) => m.name) };
+      } catch (err) {
+        if (sqlState(err) !== LOCK_NOT_AVAILABLE) throw err;
+        if (attempt >= tries) {
+          throw new MigrationLockError(
+            `migration ${at.migration} could not lock a table it changes within ${lockTimeoutMs / 1000} s, ${tries} times: ` +
+              "another transaction holds it (find it in pg_stat_activity, e.g. a long 'idle in transaction' session). " +
+              "Nothing was changed; run the migration again once that transaction has ended.",
+            { cause: err },
+          );
+        }
+        o.onRetry?.({ migration: at.migration, nextTry: attempt + 1, tries });
+        await Bun.sleep(pauseMs);
       }
-      o.onRetry?.({ migration: at.migration, nextTry: attempt + 1, tries });
-      await Bun.sleep(pauseMs);
     }
-  }
+  });
 }
 
-async function migrateIn(q: Tx, migrations: readonly Migration[], lockTimeoutMs: number, at: { migration: string }): Promise<{ applied: string[] }> {
-  // Waited for without a bound: another process migrating is not a lock to give up on.
-  await q.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
-  await q.query(`CREATE TABLE IF NOT EXISTS scheduler_migrations (
-    version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-  const done = new Set((await q.query<{ version: number }>("SELECT version FROM scheduler_migrations")).map((r) => r.version));
-  const pending = migrations.filter((m) => !done.has(m.version));
-  if (pending.length === 0) return { applied: [] };
-  await q.query("SELECT set_config('lock_timeout', $1, true)", [`${lockTimeoutMs}ms`]);
-  const applied: string[] = [];
+async function applyAll(q: Queryable, pending: readonly Migration[], at: { migration: string }): Promise<void> {
   for (const m of pending) {
     at.migration = m.name;
     await q.exec(m.sql);
     await q.query("INSERT INTO scheduler_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
-    applied.push(m.name);
   }
-  return { applied };
 }
 
 /** True when every known migration is applied: what /readyz reports. */

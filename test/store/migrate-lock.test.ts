@@ -11,8 +11,10 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { MIGRATE_DEFAULTS, migrate, MigrationLockError } from "../../src/store/migrate.ts";
 import { MIGRATIONS } from "../../src/store/migrations.ts";
+import { openPostgres } from "../../src/store/postgres-driver.ts";
 import { freshDb, type TestDb } from "../helpers/db.ts";
 import { holdRowLock } from "../helpers/row-lock.ts";
+import { eventually } from "../helpers/target.ts";
 
 const EXTRA = { version: 900_001, name: "900001_test_column", sql: "ALTER TABLE jobs ADD COLUMN test_column int" };
 const WITH_EXTRA = [...MIGRATIONS, EXTRA];
@@ -20,6 +22,15 @@ const WITH_EXTRA = [...MIGRATIONS, EXTRA];
 async function hasColumn(t: TestDb): Promise<boolean> {
   const rows = await t.db.query("SELECT 1 FROM information_schema.columns WHERE table_name = 'jobs' AND column_name = 'test_column'");
   return rows.length === 1;
+}
+
+/** Until a lock on jobs is waited for (the migration's ALTER, queued behind the holder). */
+async function lockWaited(t: TestDb): Promise<void> {
+  await eventually(
+    async () => (await t.db.query("SELECT 1 FROM pg_locks WHERE relation = 'jobs'::regclass AND NOT granted")).length > 0,
+    5000,
+    "the migration waiting for its lock on jobs",
+  );
 }
 
 async function recorded(t: TestDb): Promise<boolean> {
@@ -51,7 +62,7 @@ describe("migrations behind another client's lock (postgres)", () => {
       );
       // A statement of another client, sent while the migration waits for its lock: it queues
       // behind the waiting ALTER and goes once that try gives up (it waited forever before).
-      await Bun.sleep(150);
+      await lockWaited(t);
       const sent = performance.now();
       await t.db.query("SELECT count(*) FROM jobs");
       const queuedMs = performance.now() - sent;
@@ -81,19 +92,63 @@ describe("migrations behind another client's lock (postgres)", () => {
   test("a lock held for a while: it is tried again until the lock goes, then applied once", async () => {
     const holder = await holdRowLock(t.url!, "SELECT 1 FROM jobs LIMIT 1", []);
     const retries: number[] = [];
-    const migrating = migrate(t.db, { migrations: WITH_EXTRA, lockTimeoutMs: 200, tries: 20, pauseMs: 100, onRetry: (r) => retries.push(r.nextTry) });
-    await Bun.sleep(800);
-    await holder.release();
+    let migrating: Promise<unknown> | undefined;
+    try {
+      migrating = migrate(t.db, { migrations: WITH_EXTRA, lockTimeoutMs: 200, tries: 50, pauseMs: 100, onRetry: (r) => retries.push(r.nextTry) });
+      await eventually(() => retries.length >= 2, 10_000, "two tries given up");
+    } finally {
+      await holder.release();
+    }
     expect(await migrating).toEqual({ applied: [EXTRA.name] });
-    expect(retries.length).toBeGreaterThanOrEqual(2);
     expect(await hasColumn(t)).toBe(true);
     expect(await recorded(t)).toBe(true);
-    // Once applied, a run waits for no table: nothing is pending.
-    const again = await holdRowLock(t.url!, "SELECT 1 FROM jobs LIMIT 1", []);
+    // Up to date, it touches no table of the scheduler's: even jobs locked against every reader
+    // is no wait.
+    const again = await holdRowLock(t.url!, "LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE", []);
     try {
       expect(await migrate(t.db, { migrations: WITH_EXTRA, lockTimeoutMs: 200, tries: 1 })).toEqual({ applied: [] });
     } finally {
       await again.release();
+    }
+  }, 30_000);
+
+  test("two migrators behind one lock: the pauses are free for other clients, the second waits for the first without giving up", async () => {
+    // A lock_timeout of the database's own: it must not end the wait for the other migrator.
+    await t.db.query(`ALTER DATABASE "${new URL(t.url!).pathname.slice(1)}" SET lock_timeout = '100ms'`);
+    const other = openPostgres({ url: t.url!, maxConnections: 1 });
+    const probe = openPostgres({ url: t.url!, maxConnections: 1 });
+    await probe.query("SET lock_timeout = 0");
+    const holder = await holdRowLock(t.url!, "SELECT 1 FROM jobs LIMIT 1", []);
+    try {
+      // Two tries' waits are longer than a pause: had each migrator let the advisory lock go
+      // between its tries, the other's try would fill the pause.
+      const opts = { migrations: WITH_EXTRA, lockTimeoutMs: 300, tries: 3, pauseMs: 200 };
+      const outcome = (p: Promise<unknown>) =>
+        p.then(
+          () => undefined,
+          (err: unknown) => err as Error,
+        );
+      const first = outcome(migrate(t.db, opts));
+      await lockWaited(t);
+      const second = outcome(migrate(other, opts));
+      // Plain reads of jobs for 1.5 s, one after the other: the pauses (400 ms of it) are free.
+      let reads = 0;
+      const until = performance.now() + 1500;
+      while (performance.now() < until) {
+        await probe.query("SELECT 1 FROM jobs LIMIT 1");
+        reads++;
+      }
+      expect(reads).toBeGreaterThan(50);
+      const [e1, e2] = await Promise.all([first, second]);
+      for (const e of [e1, e2]) {
+        expect(e).toBeInstanceOf(MigrationLockError);
+        expect(e!.message).toContain("migration 900001_test_column could not lock a table it changes within 0.3 s, 3 times");
+      }
+      expect(await hasColumn(t)).toBe(false);
+    } finally {
+      await holder.release();
+      await other.close();
+      await probe.close();
     }
   }, 30_000);
 
