@@ -70,7 +70,10 @@ export async function migrate(db: Db, o: MigrateOptions = {}): Promise<{ applied
           );
         }
         o.onRetry?.({ migration: at.migration, nextTry: attempt + 1, tries });
-        await Bun.sleep(pauseMs);
+        // In the server, not a timer here: an idle transaction outlives no
+        // idle_in_transaction_session_timeout (SCHEDULER_LEADER_TTL, 1 s at least), a sleeping
+        // statement does; and a process frozen meanwhile still lets its lock go after it.
+        await q.query("SELECT pg_sleep($1)", [pauseMs / 1000]);
       }
     }
   });

@@ -152,6 +152,26 @@ describe("migrations behind another client's lock (postgres)", () => {
     }
   }, 30_000);
 
+  test("a pause longer than the session's idle-in-transaction timeout (SCHEDULER_LEADER_TTL's): the migration lives through it", async () => {
+    const short = openPostgres({ url: t.url!, maxConnections: 1, idleInTransactionTimeoutMs: 300 });
+    const holder = await holdRowLock(t.url!, "SELECT 1 FROM jobs LIMIT 1", []);
+    let migrating: Promise<unknown> | undefined;
+    try {
+      let retried = 0;
+      migrating = migrate(short, { migrations: WITH_EXTRA, lockTimeoutMs: 200, tries: 20, pauseMs: 800, onRetry: () => retried++ });
+      await eventually(() => retried >= 2, 10_000, "two pauses begun");
+    } finally {
+      await holder.release();
+    }
+    try {
+      // A timer's pause left the transaction idle for 800 ms: the server ended the session.
+      expect(await migrating).toEqual({ applied: [EXTRA.name] });
+      expect(await hasColumn(t)).toBe(true);
+    } finally {
+      await short.close();
+    }
+  }, 30_000);
+
   test("errors other than a lock timeout are not tried again", async () => {
     let retried = 0;
     const broken = { version: 900_002, name: "900002_broken", sql: "ALTER TABLE no_such_table ADD COLUMN x int" };
