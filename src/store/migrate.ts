@@ -45,9 +45,13 @@ export async function migrate(db: Db, o: MigrateOptions = {}): Promise<{ applied
   const pauseMs = o.pauseMs ?? MIGRATE_DEFAULTS.pauseMs;
   return db.tx(async (q) => {
     // Another process migrating is not a lock to give up on: no bound on this wait, even where
-    // the server or the role sets a lock_timeout. One statement, one round trip at every start:
-    // a select list is evaluated in order, so the setting is in force when the wait begins.
-    await q.query("SELECT set_config('lock_timeout', '0', true), pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+    // the server, the database or the role sets a lock_timeout or a statement_timeout. Nor on a
+    // migration's own statements (an index built on a large table) or the pause between tries:
+    // cancelled, they would undo the whole migration and leave the scheduler unable to start.
+    // The waits that hold up other clients are bounded by lock_timeout below. One round trip:
+    // since PostgreSQL 13 each statement of a simple query arms its own statement_timeout, so the
+    // lock's wait runs under the settings made before it.
+    await q.exec(`SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0; SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
     await q.query(`CREATE TABLE IF NOT EXISTS scheduler_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
     const done = new Set((await q.query<{ version: number }>("SELECT version FROM scheduler_migrations")).map((r) => r.version));

@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
+import postgres from "postgres";
 import { createDatabase, dropDatabase } from "../helpers/db.ts";
+import { holdRowLock } from "../helpers/row-lock.ts";
 
 const MAIN = join(import.meta.dir, "..", "..", "src", "main.ts");
 
@@ -79,6 +81,44 @@ describe("command line", () => {
       await dropDatabase(url);
     }
   });
+
+  test("migrate behind another client's lock on a table it changes: one line on stderr per retry, then applied (the defaults: 2 s a try)", async () => {
+    const url = await createDatabase({ migrated: true });
+    // 033 again (ALTER TABLE jobs SET (fillfactor = 50): the same result applied twice), as if
+    // it were new: it needs a lock on jobs that a SHARE lock of another client holds off.
+    const admin = postgres(url, { max: 1, onnotice: () => {} });
+    await admin.unsafe("DELETE FROM scheduler_migrations WHERE version = 33");
+    await admin.end();
+    const holder = await holdRowLock(url, "LOCK TABLE jobs IN SHARE MODE", []);
+    try {
+      const child = Bun.spawn([process.execPath, MAIN, "migrate"], {
+        env: { PATH: process.env.PATH ?? "", DATABASE_URL: url },
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const reader = child.stderr.getReader();
+      let err = "";
+      // The first try gives up after its 2 s; its line comes before the 1 s pause.
+      while (!err.includes("\n")) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        err += new TextDecoder().decode(value);
+      }
+      await holder.release();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        err += new TextDecoder().decode(value);
+      }
+      expect(await child.exited).toBe(0);
+      expect(err).toBe("scheduler: migration 033_jobs_fillfactor waited too long for a table another transaction holds; trying again (2 of 10)\n");
+      expect(await new Response(child.stdout).text()).toBe("applied: 033_jobs_fillfactor\n");
+    } finally {
+      await holder.release();
+      await dropDatabase(url);
+    }
+  }, 30_000);
 
   test("an unreachable database is one line that says what to do", () => {
     const r = run(["migrate"], { DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" });

@@ -112,12 +112,17 @@ describe("migrations behind another client's lock (postgres)", () => {
     }
   }, 30_000);
 
-  test("two migrators behind one lock: the pauses are free for other clients, the second waits for the first without giving up", async () => {
-    // A lock_timeout of the database's own: it must not end the wait for the other migrator.
-    await t.db.query(`ALTER DATABASE "${new URL(t.url!).pathname.slice(1)}" SET lock_timeout = '100ms'`);
+  test("two migrators behind one lock, with the database's own lock_timeout and statement_timeout: the pauses are free for other clients, the second waits for the first without giving up", async () => {
+    // Timeouts of the database's own, shorter than every wait here: they must not end the wait
+    // for the other migrator, a try's wait for its lock (its own bound is lockTimeoutMs) or a
+    // pause. Only sessions opened after this get them: the second migrator's.
+    const name = new URL(t.url!).pathname.slice(1);
+    await t.db.query(`ALTER DATABASE "${name}" SET lock_timeout = '100ms'`);
+    await t.db.query(`ALTER DATABASE "${name}" SET statement_timeout = '100ms'`);
     const other = openPostgres({ url: t.url!, maxConnections: 1 });
     const probe = openPostgres({ url: t.url!, maxConnections: 1 });
     await probe.query("SET lock_timeout = 0");
+    await probe.query("SET statement_timeout = 0");
     const holder = await holdRowLock(t.url!, "SELECT 1 FROM jobs LIMIT 1", []);
     try {
       // Two tries' waits are longer than a pause: had each migrator let the advisory lock go
