@@ -46,7 +46,7 @@ describe("deployment files", () => {
   test("every launcher tells the JS engine's GC the same RAM size: npm start, the Dockerfile, fly.toml, and the benches", () => {
     // Unset, the GC plans for the host's RAM and a burst of calls peaks ~70 MB higher (README "Memory").
     const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
-    expect(pkg.scripts.start).toBe(`BUN_JSC_forceRAMSize=\${BUN_JSC_forceRAMSize:-${JSC_RAM_SIZE}} bun src/main.ts`);
+    expect(pkg.scripts.start).toBe(`BUN_JSC_forceRAMSize=\${BUN_JSC_forceRAMSize:-${JSC_RAM_SIZE}} exec bun src/main.ts`);
     expect(readFileSync(join(ROOT, "Dockerfile"), "utf8")).toContain(`\nENV BUN_JSC_forceRAMSize=${JSC_RAM_SIZE}\n`);
     const fly = Bun.TOML.parse(readFileSync(join(ROOT, "fly.toml"), "utf8")) as any;
     expect(fly.env.BUN_JSC_forceRAMSize).toBe(JSC_RAM_SIZE);
