@@ -269,5 +269,8 @@ main(process.argv.slice(2)).catch((err) => {
   if (err instanceof DataDirLockedError) fail(err.message);
   const code = (err as { code?: string })?.code;
   if (code === "ECONNREFUSED") fail(`cannot reach the database at DATABASE_URL (connection refused); is PostgreSQL running?`);
+  // Bun's own words name the port ("Failed to start server. Is port 8080 in use?"); say what to do.
+  if (code === "EADDRINUSE")
+    fail(`${(err as Error).message} Another program (or another scheduler) listens there: stop it, or pick another port with PORT=8081 or --port=8081.`);
   fail(`${(err as Error)?.message ?? String(err)}`);
 });

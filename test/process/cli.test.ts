@@ -120,6 +120,21 @@ describe("command line", () => {
     }
   }, 30_000);
 
+  test("a port already in use is one line that says what to do", async () => {
+    const url = await createDatabase({ migrated: true });
+    const busy = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+    try {
+      const r = run([], { DATABASE_URL: url, HOST: "127.0.0.1", PORT: String(busy.port) });
+      expect(r.code).toBe(2);
+      expect(r.err.trim().split("\n")).toHaveLength(1);
+      expect(r.err).toContain(`Is port ${busy.port} in use?`);
+      expect(r.err).toContain("pick another port with PORT=8081 or --port=8081");
+    } finally {
+      busy.stop(true);
+      await dropDatabase(url);
+    }
+  }, 30_000);
+
   test("an unreachable database is one line that says what to do", () => {
     const r = run(["migrate"], { DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" });
     expect(r.code).not.toBe(0);
